@@ -1,0 +1,144 @@
+"""Run the whole check suite: lint, then each pytest invocation, with one summary at the end."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+REPO = Path(__file__).resolve().parents[4]
+
+# pytest's "no tests were collected": a suite that ran nothing has not passed.
+PYTEST_NO_TESTS = 5
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command of the suite; ``pytest`` steps also report test counts."""
+
+    label: str
+    argv: list[str]
+    pytest: bool = False
+
+
+@dataclass
+class Counts:
+    """Test outcomes summed over pytest steps."""
+
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+    def add_junit(self, path: Path) -> Counts | None:
+        """Add the outcomes from a JUnit XML report; return them, or None if it is unreadable."""
+        try:
+            root = ET.parse(path).getroot()
+        except (OSError, ET.ParseError):
+            return None
+        step = Counts()
+        for suite in root.iter("testsuite"):
+            tests, skipped = int(suite.get("tests", 0)), int(suite.get("skipped", 0))
+            failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+            step.passed += tests - failed - skipped
+            step.failed += failed
+            step.skipped += skipped
+        self.passed += step.passed
+        self.failed += step.failed
+        self.skipped += step.skipped
+        return step
+
+    def __str__(self) -> str:
+        return f"{self.passed} passed, {self.failed} failed, {self.skipped} skipped"
+
+
+def suite(pytest_args: list[str], *, lint: bool = True) -> list[Step]:
+    """Return the steps to run, in order; add a pytest invocation here to run it separately."""
+    python = sys.executable
+    steps = []
+    if lint:
+        steps.append(Step("lint", [python, "-m", "ruff", "check", "."]))
+    steps.append(Step("tests", [python, "-m", "pytest", *pytest_args], pytest=True))
+    return steps
+
+
+class Command(BaseCommand):
+    help = (
+        "Run ruff and the test suite with this interpreter. Arguments other than this command's "
+        "own options are passed to pytest (after `--`, all of them are)."
+    )
+    requires_system_checks: list[str] = []
+    own_flags = frozenset({"--no-lint", "--failfast", "-h", "--help"})
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--no-lint", action="store_true", help="skip `ruff check .`")
+        parser.add_argument("--failfast", action="store_true", help="stop after the first failing step")
+        parser.add_argument("pytest_args", nargs="*", help="arguments for pytest")
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        """Split the command line so pytest receives its options in their original order."""
+        own, self.passthrough = split_args(argv[2:], self.own_flags)
+        super().run_from_argv([*argv[:2], *own])
+
+    def handle(
+        self, *args: Any, no_lint: bool, failfast: bool, pytest_args: list[str], **options: Any
+    ) -> None:
+        pytest_args = [*getattr(self, "passthrough", []), *pytest_args]
+        counts = Counts()
+        failures: list[tuple[str, int]] = []
+        with tempfile.TemporaryDirectory(prefix="quiver-runtests-") as reports:
+            for step in suite(pytest_args, lint=not no_lint):
+                code = self.run_step(step, Path(reports), counts)
+                if code != 0:
+                    failures.append((step.label, code))
+                    if failfast:
+                        break
+        if failures:
+            self.stdout.write(
+                "runtests: FAILED: " + ", ".join(f"{label} (exit {code})" for label, code in failures)
+            )
+        else:
+            self.stdout.write("runtests: every step passed")
+        self.stdout.write(f"runtests: {counts}")
+        if failures:
+            sys.exit(failures[0][1])
+
+    def run_step(self, step: Step, reports: Path, counts: Counts) -> int:
+        """Run one step in the repository root and return its exit status."""
+        argv = step.argv
+        report = reports / f"{step.label}.xml"
+        if step.pytest:
+            argv = [*argv[:3], f"--junitxml={report}", *argv[3:]]
+        self.stdout.write(f"runtests: {step.label}: python {' '.join(step.argv[1:])}")
+        try:
+            code = subprocess.run(argv, cwd=REPO).returncode
+        except KeyboardInterrupt:
+            raise CommandError(f"interrupted during {step.label}", returncode=130) from None
+        except OSError as exc:
+            raise CommandError(f"cannot run {step.label}: {exc}") from exc
+        outcome = "ok" if code == 0 else f"exit {code}"
+        if step.pytest:
+            step_counts = counts.add_junit(report)
+            if code == PYTEST_NO_TESTS:
+                outcome = "no tests ran"
+            if step_counts is not None:
+                outcome += f" ({step_counts})"
+        self.stdout.write(f"runtests: {step.label}: {outcome}")
+        return code
+
+
+def split_args(args: list[str], own_flags: frozenset[str]) -> tuple[list[str], list[str]]:
+    """Split arguments into this command's flags and pytest's, keeping pytest's in order."""
+    own: list[str] = []
+    passthrough: list[str] = []
+    for index, arg in enumerate(args):
+        if arg == "--":
+            passthrough.extend(args[index + 1 :])
+            break
+        (own if arg in own_flags else passthrough).append(arg)
+    return own, passthrough

@@ -1,0 +1,57 @@
+"""Start the Quiver platform's processes and keep them running until interrupted."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+
+from console.core.processes import platform_children
+from console.core.supervisor import Supervisor
+
+
+class Command(BaseCommand):
+    help = "Migrate, create the first admin, then start and supervise the platform's processes."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--no-console", action="store_true", help="do not start the console web server")
+        parser.add_argument("--data-dir", type=Path, help="where the database, stores and logs live")
+
+    def handle(self, *args: Any, no_console: bool, data_dir: Path | None, **options: Any) -> None:
+        quiver_data_dir: Path = settings.QUIVER["DATA_DIR"]
+        if data_dir is not None and data_dir.expanduser().resolve() != quiver_data_dir:
+            self.restart_with_data_dir(data_dir.expanduser().resolve())
+        self.stdout.write(f"data dir: {quiver_data_dir}")
+        call_command("migrate", interactive=False, verbosity=0)
+        self.stdout.write("database: migrated")
+        self.ensure_admin()
+        port = settings.QUIVER["CONSOLE_PORT"]
+        children = platform_children(quiver_data_dir, port, console=not no_console)
+        supervisor = Supervisor(children, quiver_data_dir / "log", out=self.stdout)
+        sys.exit(supervisor.run())
+
+    def ensure_admin(self) -> None:
+        """Create the superuser ``admin`` on first run, printing its random password once."""
+        users = get_user_model()
+        if users.objects.filter(username="admin").exists():
+            return
+        password = secrets.token_urlsafe(12)
+        users.objects.create_superuser("admin", email="", password=password)
+        self.stdout.write(
+            self.style.WARNING(
+                f"created superuser 'admin' with password {password} "
+                "(shown only now; change it with: python3 manage.py changepassword admin)"
+            )
+        )
+
+    def restart_with_data_dir(self, data_dir: Path) -> None:
+        """Re-execute this command with QUIVER_DATA_DIR set, so settings and children all use it."""
+        os.environ["QUIVER_DATA_DIR"] = str(data_dir)
+        os.execv(sys.executable, [sys.executable, *sys.argv])

@@ -1,0 +1,204 @@
+"""Django settings for Quiver's console: the one place the environment is read.
+
+Every environment variable goes through ``envbool``/``envint``/``envstr``/``envsecret``,
+which raise ``ImproperlyConfigured`` on a bad value instead of guessing. Console knobs sit
+in the ``QUIVER`` dict.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def envstr(name: str, default: str) -> str:
+    """Return the variable's value, or ``default`` when it is unset."""
+    return os.environ.get(name, default)
+
+
+def envbool(name: str, default: bool) -> bool:
+    """Return the variable as a boolean: 1/true/yes/on or 0/false/no/off, any case."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    if value.strip().lower() in _TRUE:
+        return True
+    if value.strip().lower() in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={value!r} is not a boolean (use true or false)")
+
+
+def envint(name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """Return the variable as an integer within [minimum, maximum] when those are given."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not an integer") from None
+    if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+        raise ImproperlyConfigured(f"{name}={number} is outside [{minimum}, {maximum}]")
+    return number
+
+
+def envsecret(name: str) -> str | None:
+    """Return a secret from ``NAME`` or from the file named by ``NAME_FILE`` (Docker secrets)."""
+    path = os.environ.get(f"{name}_FILE")
+    if path:
+        try:
+            return Path(path).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE={path!r} cannot be read: {exc}") from exc
+    return os.environ.get(name) or None
+
+
+def persistent_secret_key(path: Path) -> str:
+    """Return the key stored at ``path``, generating it on first use.
+
+    Safe against concurrent first starts: the key is linked into place atomically, so
+    every process ends up with the same one.
+    """
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    candidate = path.with_name(f".{path.name}.{os.getpid()}")
+    candidate.write_text(secrets.token_urlsafe(50) + "\n")
+    candidate.chmod(0o600)
+    try:
+        os.link(candidate, path)
+    except FileExistsError:
+        pass
+    finally:
+        candidate.unlink()
+    return path.read_text().strip()
+
+
+def database_from_url(url: str) -> dict[str, Any]:
+    """Return a Django ``DATABASES`` entry for a ``postgres://`` or ``sqlite:///`` URL."""
+    parts = urlsplit(url)
+    if parts.scheme in ("postgres", "postgresql", "pgsql"):
+        try:
+            port = parts.port
+        except ValueError:
+            raise ImproperlyConfigured(f"DATABASE_URL has a bad port: {url!r}") from None
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": unquote(parts.path.lstrip("/")),
+            "USER": unquote(parts.username or ""),
+            "PASSWORD": unquote(parts.password or ""),
+            # A percent-encoded host such as %2Fvar%2Frun%2Fpostgresql is a socket directory.
+            "HOST": unquote(parts.hostname or ""),
+            "PORT": str(port or ""),
+            "OPTIONS": dict(parse_qsl(parts.query)),
+            "CONN_MAX_AGE": 60,
+        }
+    if parts.scheme == "sqlite":
+        # sqlite:///rel.db is relative to the working directory, sqlite:////abs.db absolute.
+        name = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path)
+        if not name:
+            raise ImproperlyConfigured(f"DATABASE_URL names no SQLite file: {url!r}")
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": name}
+    raise ImproperlyConfigured(f"DATABASE_URL scheme {parts.scheme!r} is not supported (postgres, sqlite)")
+
+
+DATA_DIR = Path(envstr("QUIVER_DATA_DIR", str(BASE_DIR / "var"))).expanduser().resolve()
+
+SECRET_KEY = envsecret("DJANGO_SECRET_KEY") or persistent_secret_key(DATA_DIR / "secret_key")
+DEBUG = envbool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = [
+    host.strip() for host in envstr("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if host.strip()
+]
+
+QUIVER = {
+    "DATA_DIR": DATA_DIR,
+    "CONSOLE_PORT": envint("QUIVER_CONSOLE_PORT", 8000, minimum=1, maximum=65535),
+}
+
+INSTALLED_APPS = [
+    # daphne first: it replaces runserver with its ASGI server.
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "channels",
+    "console.core",
+    "nameserver",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "console.urls"
+WSGI_APPLICATION = "console.wsgi.application"
+ASGI_APPLICATION = "console.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+_database_url = envstr("DATABASE_URL", "")
+DATABASES = {
+    "default": database_from_url(_database_url)
+    if _database_url
+    else {"ENGINE": "django.db.backends.sqlite3", "NAME": DATA_DIR / "console.sqlite3"}
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "static"
+
+# In-memory: events reach only consumers in this process, until the platform runs Redis.
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+REST_FRAMEWORK = {
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+}

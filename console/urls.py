@@ -1,0 +1,11 @@
+"""Route the console's URLs: the core pages, the health check and the admin site."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("", include("console.core.urls")),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Run Quiver's management commands, first putting the project's .venv in place.
+
+The bootstrap below is stdlib-only and runs before Django is imported, so a fresh clone
+needs nothing but python3 >= 3.11: it creates ``.venv``, installs the project with its
+test extra whenever ``pyproject.toml`` changed since the last install, and re-executes
+this command with the venv's interpreter. Set ``QUIVER_NO_BOOTSTRAP=1`` to skip it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent
+VENV = REPO / ".venv"
+STAMP = VENV / ".quiver-install-stamp"
+# Set on the re-executed process so a venv that does not report itself as one cannot loop.
+BOOTSTRAPPED_ENV = "QUIVER_BOOTSTRAPPED"
+
+
+def say(message: str) -> None:
+    """Print one bootstrap step to stderr, keeping stdout for the command's own output."""
+    print(f"quiver: {message}", file=sys.stderr, flush=True)
+
+
+def venv_python() -> Path:
+    """Return the path of the venv's interpreter (POSIX or Windows layout)."""
+    if os.name == "nt":
+        return VENV / "Scripts" / "python.exe"
+    return VENV / "bin" / "python"
+
+
+def running_in_venv() -> bool:
+    """Tell whether this interpreter is the project's .venv one."""
+    return Path(sys.prefix).resolve() == VENV.resolve()
+
+
+def pyproject_digest() -> str:
+    """Return the sha256 of pyproject.toml: the install is current while the stamp holds it."""
+    return hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()
+
+
+def run_step(argv: list[str]) -> None:
+    """Run one bootstrap command in the repo, exiting with its status if it fails."""
+    result = subprocess.run(argv, cwd=REPO)
+    if result.returncode != 0:
+        say(f"failed ({result.returncode}): {' '.join(argv)}")
+        sys.exit(result.returncode)
+
+
+def bootstrap() -> None:
+    """Create and update .venv as needed, then re-exec into it unless already there."""
+    # Any python3 may run this file, so the project's floor is checked here, not assumed.
+    if sys.version_info < (3, 11):  # noqa: UP036
+        sys.exit("quiver: Python >= 3.11 is required")
+    python = venv_python()
+    if not python.exists():
+        say(f"creating .venv with {sys.executable}")
+        run_step([sys.executable, "-m", "venv", str(VENV)])
+    digest = pyproject_digest()
+    installed = STAMP.read_text().strip() if STAMP.exists() else ""
+    if installed != digest:
+        say("installing quiver[test] into .venv (pyproject.toml is new or changed; first time: 1-2 min)")
+        run_step([str(python), "-m", "pip", "install", "--quiet", "-e", ".[test]"])
+        STAMP.write_text(digest + "\n")
+        say("install done")
+    elif running_in_venv():
+        return
+    say(f"running with {python.relative_to(REPO)}")
+    os.environ[BOOTSTRAPPED_ENV] = "1"
+    os.execv(str(python), [str(python), *sys.argv])
+
+
+def main() -> None:
+    """Bootstrap, then hand the command line to Django."""
+    reexecuted = os.environ.pop(BOOTSTRAPPED_ENV, None) == "1"
+    if os.environ.get("QUIVER_NO_BOOTSTRAP") != "1" and not reexecuted:
+        bootstrap()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(sys.argv)
+
+
+if __name__ == "__main__":
+    main()

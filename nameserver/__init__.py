@@ -1,0 +1,1 @@
+"""The console's view of cluster topology: the cluster list, cluster/broker/route pages and API."""
