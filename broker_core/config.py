@@ -1,0 +1,151 @@
+"""Typed configuration for the engine's processes.
+
+Each field is the snake_case of the RocketMQ property it mirrors (``mappedFileSizeCommitLog``
+-> ``mapped_file_size_commit_log``) so a ``broker.conf`` maps across one to one; fields
+Quiver invents carry their unit in the name.  Configs are frozen: build a new one with
+``dataclasses.replace`` rather than mutating a running component's settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from broker_core.errors import ConfigError
+
+FlushDiskType = Literal["ASYNC_FLUSH", "SYNC_FLUSH"]
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(text: str) -> tuple[int, ...]:
+    """Parse RocketMQ's ``messageDelayLevel`` ("1s 5s 10s ... 2h") into milliseconds.
+
+    Level L (1-based) is element L-1 of the result.
+    """
+    levels: list[int] = []
+    for token in text.split():
+        match = re.fullmatch(r"(\d+)([smhd])", token)
+        if match is None:
+            raise ConfigError(f"bad delay level {token!r} in messageDelayLevel {text!r}")
+        levels.append(int(match.group(1)) * _UNIT_MS[match.group(2)])
+    if not levels:
+        raise ConfigError("messageDelayLevel is empty")
+    return tuple(levels)
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Settings of one broker's message store (RocketMQ ``MessageStoreConfig``)."""
+
+    store_path_root_dir: str
+    # Commit-log segment size in bytes (RocketMQ default 1 GiB; tests use small ones).
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    # Consume-queue file size in bytes: 300,000 entries of 20 bytes.
+    mapped_file_size_consume_queue: int = 300_000 * 20
+    # Index file: hash slots and entries per file.
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 5_000_000 * 4
+    message_index_enable: bool = True
+    # Largest message body + properties + topic accepted, in bytes.
+    max_message_size: int = 1024 * 1024 * 4
+    flush_disk_type: FlushDiskType = "ASYNC_FLUSH"
+    # ASYNC_FLUSH: the commit log is flushed this often (ms).
+    flush_interval_commit_log: int = 500
+    # SYNC_FLUSH: how long a put waits for its fsync before FLUSH_DISK_TIMEOUT (ms).
+    sync_flush_timeout: int = 5000
+    # Consume queues, index files and the checkpoint are flushed this often (ms).
+    flush_interval_consume_queue: int = 1000
+    # Commit-log segments older than this many hours may be deleted.
+    file_reserved_time: int = 72
+    # Hours of the day (";"-separated, "04" or "04;05") when expired files are deleted.
+    delete_when: str = "04"
+    # Expiry also runs whenever disk use passes this percentage.
+    disk_max_used_space_ratio: int = 75
+    # Above this ratio files are deleted even before they expire (RocketMQ: 0.85).
+    disk_space_clean_forcibly_ratio: float = 0.85
+    # Above this ratio the store refuses writes until space returns (RocketMQ: 0.90).
+    disk_space_warning_level_ratio: float = 0.90
+    # At most this many segments are deleted per expiry run (keeps a run short).
+    delete_files_batch_max: int = 10
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
+    # The broker's client-facing address: written as STOREHOST and used in msgIds.
+    store_host: str = "127.0.0.1:10911"
+    # Pre-create and pre-touch the next commit-log segment in the background.
+    warm_mapped_file_enable: bool = True
+    # Pull limits: at most this many messages / bytes in one read.
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.mapped_file_size_commit_log < 4096:
+            raise ConfigError("mappedFileSizeCommitLog must be at least 4096 bytes")
+        if self.mapped_file_size_consume_queue <= 0 or self.mapped_file_size_consume_queue % 20:
+            raise ConfigError("mappedFileSizeConsumeQueue must be a positive multiple of 20")
+        if self.flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+            raise ConfigError(
+                f"flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH, not {self.flush_disk_type!r}"
+            )
+        if self.max_hash_slot_num <= 0 or self.max_index_num <= 0:
+            raise ConfigError("maxHashSlotNum and maxIndexNum must be positive")
+        parse_delay_levels(self.message_delay_level)
+        for hour in self.delete_when.split(";"):
+            if not hour.strip().isdigit() or not 0 <= int(hour) <= 23:
+                raise ConfigError(
+                    f"deleteWhen must be hours 00-23 separated by ';', not {self.delete_when!r}"
+                )
+
+    @property
+    def delay_levels_ms(self) -> tuple[int, ...]:
+        """Delay of each level in milliseconds (level L is index L-1)."""
+        return parse_delay_levels(self.message_delay_level)
+
+    @property
+    def root(self) -> Path:
+        return Path(self.store_path_root_dir)
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str], **overrides: Any) -> StoreConfig:
+        """Build from RocketMQ-style camelCase properties (e.g. a parsed broker.conf).
+
+        Unknown keys are kept in ``extra`` so other components can read them.
+        """
+        known = {f.name: f for f in dataclasses.fields(cls) if f.name != "extra"}
+        kwargs: dict[str, Any] = {}
+        extra: dict[str, str] = {}
+        for key, raw in props.items():
+            name = camel_to_snake(key)
+            spec = known.get(name)
+            if spec is None:
+                extra[key] = raw
+                continue
+            kwargs[name] = _coerce(key, raw, spec.type)
+        kwargs.update(overrides)
+        return cls(extra=extra, **kwargs)
+
+
+def camel_to_snake(name: str) -> str:
+    """``mappedFileSizeCommitLog`` -> ``mapped_file_size_commit_log``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _coerce(key: str, raw: str, type_name: object) -> Any:
+    text = str(raw).strip()
+    kind = str(type_name)
+    try:
+        if kind == "int":
+            return int(text)
+        if kind == "float":
+            return float(text)
+        if kind == "bool":
+            if text.lower() not in ("true", "false"):
+                raise ValueError(text)
+            return text.lower() == "true"
+    except ValueError as exc:
+        raise ConfigError(f"{key}={raw!r} is not a valid {kind}") from exc
+    return text
