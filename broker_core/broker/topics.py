@@ -1,0 +1,247 @@
+"""Topic configs: queue counts and permissions of every topic on this broker (RocketMQ
+``TopicConfig``, ``PermName`` and ``TopicConfigManager``).
+
+Saved as ``<store root>/config/topics.json``::
+
+    {
+      "dataVersion": {"counter": 3, "timestamp": 1700000000000},
+      "topicConfigTable": {
+        "<topic>": {"topicName": "<topic>", "readQueueNums": 16, "writeQueueNums": 16,
+                    "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0,
+                    "order": false},
+        ...
+      }
+    }
+
+The data version moves on every change; brokers send it with their registration so the
+nameserver knows when routes changed.  The manager holds only what it is given: the broker
+decides which system topics exist and adds them with ``ensure``.
+
+Thread-safe: every method takes the manager's lock; configs are immutable values.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypedDict
+
+from broker_core.errors import MessageIllegalError
+from broker_core.store.configfile import (
+    Clock,
+    ConfigFile,
+    DataVersion,
+    config_path,
+    json_bool,
+    json_int,
+    json_object,
+    json_str,
+    now_ms,
+)
+from broker_core.topics import topic_problem
+
+TOPICS_FILE = "topics.json"
+
+# Permission bits (RocketMQ PermName).
+PERM_PRIORITY = 8
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+PERM_MAX = 15  # every bit set
+
+DEFAULT_READ_QUEUE_NUMS = 16
+DEFAULT_WRITE_QUEUE_NUMS = 16
+MAX_QUEUE_NUMS = 1024
+
+TopicFilterType = Literal["SINGLE_TAG", "MULTI_TAG"]
+TOPIC_FILTER_TYPES: frozenset[str] = frozenset({"SINGLE_TAG", "MULTI_TAG"})
+TopicName = str
+
+
+def is_readable(perm: int) -> bool:
+    return perm & PERM_READ == PERM_READ
+
+
+def is_writeable(perm: int) -> bool:
+    return perm & PERM_WRITE == PERM_WRITE
+
+
+def is_inherited(perm: int) -> bool:
+    return perm & PERM_INHERIT == PERM_INHERIT
+
+
+class TopicConfigJson(TypedDict):
+    topicName: str
+    readQueueNums: int
+    writeQueueNums: int
+    perm: int
+    topicFilterType: str
+    topicSysFlag: int
+    order: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """One topic's queue counts and permissions.
+
+    Producers write to queues ``0 .. write_queue_nums-1``; consumers are given queues
+    ``0 .. read_queue_nums-1``.  ``perm`` is a set of ``PERM_*`` bits.
+    """
+
+    topic_name: TopicName
+    read_queue_nums: int = DEFAULT_READ_QUEUE_NUMS
+    write_queue_nums: int = DEFAULT_WRITE_QUEUE_NUMS
+    perm: int = PERM_READ | PERM_WRITE
+    topic_filter_type: TopicFilterType = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    @property
+    def readable(self) -> bool:
+        return is_readable(self.perm)
+
+    @property
+    def writeable(self) -> bool:
+        return is_writeable(self.perm)
+
+    def problem(self) -> str | None:
+        """Return why this config may not be stored, or None when it may."""
+        name_problem = topic_problem(self.topic_name)
+        if name_problem is not None:
+            return name_problem
+        counts = (("readQueueNums", self.read_queue_nums), ("writeQueueNums", self.write_queue_nums))
+        for label, count in counts:
+            if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_QUEUE_NUMS:
+                return f"{label} of topic {self.topic_name!r} must be 1..{MAX_QUEUE_NUMS}, not {count!r}"
+        if isinstance(self.perm, bool) or not isinstance(self.perm, int) or not 0 <= self.perm <= PERM_MAX:
+            return f"perm of topic {self.topic_name!r} must be 0..{PERM_MAX}, not {self.perm!r}"
+        if self.topic_filter_type not in TOPIC_FILTER_TYPES:
+            return f"topicFilterType of topic {self.topic_name!r} must be SINGLE_TAG or MULTI_TAG"
+        return None
+
+    def to_json(self) -> TopicConfigJson:
+        return {
+            "topicName": self.topic_name,
+            "readQueueNums": self.read_queue_nums,
+            "writeQueueNums": self.write_queue_nums,
+            "perm": self.perm,
+            "topicFilterType": self.topic_filter_type,
+            "topicSysFlag": self.topic_sys_flag,
+            "order": self.order,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> TopicConfig:
+        """Build from RocketMQ's camelCase JSON; absent fields take their defaults.
+
+        Raises ``ValueError`` for a field of the wrong type or an unknown filter type.
+        Unknown keys (the Java broker's ``attributes``, ...) are ignored.
+        """
+        filter_type = json_str(obj, "topicFilterType", "SINGLE_TAG")
+        if filter_type not in TOPIC_FILTER_TYPES:
+            raise ValueError(f"topicFilterType must be SINGLE_TAG or MULTI_TAG, not {filter_type!r}")
+        return cls(
+            topic_name=json_str(obj, "topicName"),
+            read_queue_nums=json_int(obj, "readQueueNums", DEFAULT_READ_QUEUE_NUMS),
+            write_queue_nums=json_int(obj, "writeQueueNums", DEFAULT_WRITE_QUEUE_NUMS),
+            perm=json_int(obj, "perm", PERM_READ | PERM_WRITE),
+            topic_filter_type=filter_type,  # type: ignore[arg-type]  # checked above
+            topic_sys_flag=json_int(obj, "topicSysFlag", 0),
+            order=json_bool(obj, "order", False),
+        )
+
+
+class TopicConfigManager(ConfigFile):
+    """Every topic this broker serves, saved in ``topics.json``."""
+
+    def __init__(self, store_root: str | os.PathLike[str], *, clock: Clock = now_ms) -> None:
+        super().__init__()
+        self._path = config_path(store_root, TOPICS_FILE)
+        self._clock = clock
+        self._table: dict[TopicName, TopicConfig] = {}
+        self._data_version = DataVersion(0, clock())
+
+    @property
+    def config_file_path(self) -> Path:
+        return self._path
+
+    @property
+    def data_version(self) -> DataVersion:
+        """A copy of the version, which moves on every change to the table."""
+        with self._lock:
+            return self._data_version.copy()
+
+    def get(self, topic: str) -> TopicConfig | None:
+        with self._lock:
+            return self._table.get(topic)
+
+    def contains(self, topic: str) -> bool:
+        with self._lock:
+            return topic in self._table
+
+    __contains__ = contains
+
+    def all(self) -> dict[TopicName, TopicConfig]:
+        """A copy of the table."""
+        with self._lock:
+            return dict(self._table)
+
+    def update(self, config: TopicConfig) -> None:
+        """Create or replace ``config.topic_name``'s config and persist the table.
+
+        Raises ``MessageIllegalError`` saying what is wrong with an invalid config, and
+        ``StoreError`` when the file cannot be written.
+        """
+        _validate(config)
+        with self._lock:
+            self._table[config.topic_name] = config
+            self._data_version.next_version(self._clock())
+        self.persist()
+
+    def ensure(self, config: TopicConfig) -> bool:
+        """Add ``config`` unless its topic already exists; return whether it was added.
+
+        An existing topic keeps its config: an operator may have changed it.
+        """
+        _validate(config)
+        with self._lock:
+            if config.topic_name in self._table:
+                return False
+            self._table[config.topic_name] = config
+            self._data_version.next_version(self._clock())
+        self.persist()
+        return True
+
+    def delete(self, topic: str) -> bool:
+        """Remove ``topic``'s config and persist the table; return whether it existed."""
+        with self._lock:
+            if self._table.pop(topic, None) is None:
+                return False
+            self._data_version.next_version(self._clock())
+        self.persist()
+        return True
+
+    def encode(self) -> dict[str, Any]:
+        return {
+            "dataVersion": self._data_version.to_json(),
+            "topicConfigTable": {name: self._table[name].to_json() for name in sorted(self._table)},
+        }
+
+    def decode(self, obj: dict[str, Any]) -> None:
+        table: dict[TopicName, TopicConfig] = {}
+        for name, raw in json_object(obj, "topicConfigTable").items():
+            if not isinstance(raw, dict):
+                raise ValueError(f"config of topic {name!r} must be a JSON object")
+            config = TopicConfig.from_json({"topicName": name, **raw})
+            table[config.topic_name] = config
+        version = DataVersion.from_json(json_object(obj, "dataVersion"))
+        self._table = table
+        self._data_version = version
+
+
+def _validate(config: TopicConfig) -> None:
+    problem = config.problem()
+    if problem is not None:
+        raise MessageIllegalError(problem)

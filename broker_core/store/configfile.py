@@ -1,0 +1,313 @@
+"""The broker's JSON config files and how they are written without ever being half-written.
+
+Each file under ``<store root>/config/`` (``topics.json``, ``subscriptionGroup.json``,
+``consumerOffset.json``, ...) belongs to one manager class built on ``ConfigFile``.  On
+disk a file may have up to three companions::
+
+    <name>.json        the current content
+    <name>.json.bak    the content the previous successful write replaced
+    <name>.json.tmp    a write in progress (only after a crash: it is never read)
+
+Crash policy: ``write_atomically`` fsyncs the new bytes to ``.tmp`` before anything else
+changes, hard-links the current file to ``.bak``, then renames ``.tmp`` over the file and
+fsyncs the directory.  A crash at any point leaves the file either wholly old or wholly
+new, and ``load`` falls back to ``.bak`` whenever the file is missing, empty or does not
+decode.  Files written by the Java broker (fastjson, which leaves integer map keys
+unquoted: ``{"T@g":{0:5}}``) are accepted on load; what Quiver writes is plain JSON.
+
+Thread-safety: a manager's table is guarded by ``ConfigFile._lock``; ``persist`` takes a
+snapshot under it and writes outside it, so a slow fsync never blocks readers or writers
+of the table.  One process (the broker) owns the files.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypedDict
+
+import orjson
+
+from broker_core.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+CONFIG_DIR = "config"
+TMP_SUFFIX = ".tmp"
+BAK_SUFFIX = ".bak"
+CORRUPT_SUFFIX = ".corrupt"
+
+Clock = Callable[[], int]
+"""Returns the current wall-clock time in milliseconds."""
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def config_path(store_root: str | os.PathLike[str], file_name: str) -> Path:
+    """Return ``<store root>/config/<file_name>``."""
+    return Path(store_root) / CONFIG_DIR / file_name
+
+
+# -- atomic writes -----------------------------------------------------------------------
+
+
+def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace the file at ``path`` with ``data`` so that no crash can leave it half-written.
+
+    The previous content, if any, is kept as ``<path>.bak``.  The parent directory is
+    created when missing.  Raises ``OSError`` when the disk refuses.
+    """
+    target = Path(path)
+    tmp = target.with_name(target.name + TMP_SUFFIX)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(tmp, "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+    _keep_backup(target, target.with_name(target.name + BAK_SUFFIX))
+    os.replace(tmp, target)
+    _fsync_directory(target.parent)
+
+
+def _keep_backup(target: Path, bak: Path) -> None:
+    # The current file stays in place until the rename replaces it, so a reader (or a
+    # crash) never sees it missing; the backup is swapped in whole, by rename, as well.
+    staging = bak.with_name(bak.name + TMP_SUFFIX)
+    staging.unlink(missing_ok=True)
+    try:
+        os.link(target, staging)
+    except FileNotFoundError:
+        return  # first write: nothing to keep
+    except OSError:
+        # A filesystem without hard links: copy instead.
+        shutil.copyfile(target, staging)
+        with open(staging, "rb+") as copy:
+            os.fsync(copy.fileno())
+    os.replace(staging, bak)
+
+
+def _fsync_directory(directory: Path) -> None:
+    # Makes the renames durable; without it a power loss may undo them.
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# -- reading, including fastjson's dialect ------------------------------------------------
+
+# A JSON string (skipped whole, so nothing inside one is touched) or an unquoted integer
+# in key position: right after "{" or "," and followed by ":".
+_STRING_OR_BARE_KEY = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|([{,]\s*)(-?\d+)(\s*:)', re.DOTALL)
+
+
+def quote_bare_int_keys(text: bytes) -> bytes:
+    """Return ``text`` with fastjson's unquoted integer object keys put in quotes.
+
+    ``{"T@g":{0:5,1:7}}`` becomes ``{"T@g":{"0":5,"1":7}}``; digits inside strings
+    (``"{1:2}"``) and in value position are left alone.
+    """
+
+    def fix(match: re.Match[bytes]) -> bytes:
+        if match.group(1) is None:
+            return match.group(0)
+        return match.group(1) + b'"' + match.group(2) + b'"' + match.group(3)
+
+    return _STRING_OR_BARE_KEY.sub(fix, text)
+
+
+def parse_config_json(data: bytes) -> dict[str, Any]:
+    """Parse a config file's bytes (plain JSON or fastjson's dialect) into a dict.
+
+    Raises ``ValueError`` when the bytes are not a JSON object.
+    """
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        # Only fastjson files need the rewrite; valid JSON never pays for it.
+        obj = orjson.loads(quote_bare_int_keys(data))
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, found {type(obj).__name__}")
+    return obj
+
+
+# -- typed access to untrusted JSON fields -----------------------------------------------
+
+
+def json_int(obj: Mapping[str, Any], key: str, default: int | None = None) -> int:
+    """Return ``obj[key]`` as an int (or ``default`` when absent); raise ValueError otherwise."""
+    value = obj.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{key} must be an integer, not {value!r}")
+    return value
+
+
+def json_bool(obj: Mapping[str, Any], key: str, default: bool | None = None) -> bool:
+    """Return ``obj[key]`` as a bool (or ``default`` when absent); raise ValueError otherwise."""
+    value = obj.get(key, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"{key} must be true or false, not {value!r}")
+    return value
+
+
+def json_str(obj: Mapping[str, Any], key: str, default: str | None = None) -> str:
+    """Return ``obj[key]`` as a str (or ``default`` when absent); raise ValueError otherwise."""
+    value = obj.get(key, default)
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a string, not {value!r}")
+    return value
+
+
+def json_object(obj: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """Return ``obj[key]`` as a JSON object ({} when absent); raise ValueError otherwise."""
+    value = obj.get(key, {})
+    if not isinstance(value, dict):
+        raise ValueError(f"{key} must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+# -- data version ------------------------------------------------------------------------
+
+
+class DataVersionJson(TypedDict):
+    counter: int
+    timestamp: int
+
+
+@dataclass
+class DataVersion:
+    """How many times a table changed, and when it last did (RocketMQ ``DataVersion``).
+
+    Brokers send it with their registration so a nameserver can tell whether the topic
+    table changed; the counter only ever grows.  Not thread-safe: its owner's lock guards it.
+    """
+
+    counter: int = 0
+    timestamp: int = 0  # ms since the epoch
+
+    def next_version(self, now: int) -> None:
+        """Record one more change, made at ``now`` (ms)."""
+        self.counter += 1
+        self.timestamp = now
+
+    def copy(self) -> DataVersion:
+        return DataVersion(self.counter, self.timestamp)
+
+    def to_json(self) -> DataVersionJson:
+        return {"counter": self.counter, "timestamp": self.timestamp}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> DataVersion:
+        """Build from ``{"counter":..,"timestamp":..}``; other keys (``stateVersion``) are ignored."""
+        return cls(json_int(obj, "counter", 0), json_int(obj, "timestamp", 0))
+
+
+# -- the base class ----------------------------------------------------------------------
+
+
+class ConfigFile(ABC):
+    """A table kept in memory and saved as one JSON file (RocketMQ ``ConfigManager``).
+
+    Subclasses name their file (``config_file_path``) and convert their table to and from
+    a JSON object (``encode``/``decode``); both are called with ``_lock`` held, which
+    subclasses also take around every change to their table.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._persist_lock = threading.Lock()
+
+    @property
+    @abstractmethod
+    def config_file_path(self) -> Path:
+        """Where the file lives (normally ``<store root>/config/<name>.json``)."""
+
+    @abstractmethod
+    def encode(self) -> dict[str, Any]:
+        """Return the table as a JSON-serialisable object."""
+
+    @abstractmethod
+    def decode(self, obj: dict[str, Any]) -> None:
+        """Replace the table with the one in ``obj``.
+
+        All or nothing: build the new table completely, then assign it, so that a file
+        that fails to decode (ValueError, TypeError, KeyError) leaves the table as it was.
+        """
+
+    def load(self) -> bool:
+        """Load the file, or its ``.bak`` when the file is missing, empty or unreadable.
+
+        Returns True when one of them was loaded, False when neither exists or neither is
+        usable (logged as an error).  A bad main file is renamed to ``<name>.corrupt`` so
+        the next ``persist`` cannot turn it into the backup.
+        """
+        main = self.config_file_path
+        bak = main.with_name(main.name + BAK_SUFFIX)
+        with self._persist_lock, self._lock:
+            problem = self._load_from(main)
+            if problem is None:
+                log.info("loaded %s", main)
+                return True
+            if problem != "missing":
+                log.warning("%s is unusable (%s); trying %s", main, problem, bak)
+            bak_problem = self._load_from(bak)
+            if bak_problem is None:
+                log.info("loaded %s", bak)
+                if problem != "missing":
+                    self._set_aside(main)
+                return True
+            if problem != "missing" or bak_problem != "missing":
+                log.error("neither %s (%s) nor %s (%s) could be loaded", main, problem, bak, bak_problem)
+            return False
+
+    def persist(self) -> None:
+        """Write the table to its file atomically (the previous content becomes ``.bak``).
+
+        Raises ``StoreError`` when the file cannot be written.
+        """
+        path = self.config_file_path
+        with self._persist_lock:
+            with self._lock:
+                obj = self.encode()
+            data = orjson.dumps(obj, option=orjson.OPT_INDENT_2)
+            try:
+                write_atomically(path, data)
+            except OSError as exc:
+                raise StoreError(f"cannot write {path}: {exc}") from exc
+
+    def _load_from(self, path: Path) -> str | None:
+        """Decode ``path`` into the table; return None on success, else what was wrong."""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return "missing"
+        except OSError as exc:
+            return f"unreadable: {exc}"
+        if not data.strip():
+            return "empty"
+        try:
+            self.decode(parse_config_json(data))
+        except (ValueError, TypeError, KeyError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+    @staticmethod
+    def _set_aside(path: Path) -> None:
+        corrupt = path.with_name(path.name + CORRUPT_SUFFIX)
+        try:
+            os.replace(path, corrupt)
+        except OSError as exc:
+            log.warning("could not move %s aside to %s: %s", path, corrupt, exc)
+        else:
+            log.warning("moved unusable %s aside to %s", path, corrupt)
