@@ -1,0 +1,407 @@
+"""The commit log: every message of every topic, appended to one log (RocketMQ ``CommitLog``).
+
+Files live in ``<root>/commitlog/``, each ``mapped_file_size_commit_log`` bytes, named by
+their 20-digit start offset.  A record never spans two files: when one does not fit in
+what is left of a file (keeping 8 bytes for the marker), the tail is closed with the
+blank marker (TOTALSIZE = bytes left, MAGICCODE = 0xCBD43194) and the record starts the
+next file.  Record layout: ``broker_core.store.message``.
+
+Queue offsets are handed out here, under the put lock, so a record's QUEUEOFFSET and its
+consume-queue slot always agree.  Each append also queues a ready-made dispatch entry
+(``appended``), so the dispatcher follows the log without re-reading it; after a crash,
+``recover`` re-reads the log instead.
+
+Crash policy: recovery scans forward from a known-good offset, validating magic, sizes
+and body CRC; the first invalid record ends the log, and everything after it (a torn
+tail, stray bytes) is zeroed or deleted so it can never be served or resurface.
+
+Thread-safety: appends are serialised by ``put_lock``; reads copy bytes out and may run on
+any thread; ``recover`` and ``truncate`` run before the store serves traffic.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from broker_core.errors import MessageIllegalError
+from broker_core.store.mappedfile import MappedFile
+from broker_core.store.mappedfilequeue import MappedFileQueue
+from broker_core.store.message import (
+    BLANK,
+    END,
+    HEADER_V4_SIZE,
+    MESSAGE_MAGIC_CODE,
+    DispatchRequest,
+    MessageInner,
+    blank_marker,
+    check_record,
+    finish_record,
+    pack_header_v4_into,
+    store_timestamp_pos,
+)
+from broker_core.store.results import PutMessageResult, PutMessageStatus
+
+log = logging.getLogger(__name__)
+
+END_FILE_MIN_BLANK_LENGTH = 8
+_NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+# (physical offset, size, queue offset, store timestamp, message): what the dispatcher
+# needs from an append, without re-reading the record.
+Appended = tuple[int, int, int, int, MessageInner]
+
+
+class DiskFullError(OSError):
+    """A new file could not be created for lack of space."""
+
+
+class CommitLog:
+    """Append-only log of all messages, in fixed-size mapped segments."""
+
+    def __init__(
+        self,
+        directory: Path,
+        file_size: int,
+        *,
+        store_host: bytes,
+        max_message_size: int,
+        clock_ms: Callable[[], int],
+        preallocate: bool = True,
+    ) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.store_host = store_host
+        self.max_message_size = max_message_size
+        self.queue = MappedFileQueue(directory, file_size, preallocate=preallocate, warm=preallocate)
+        self.put_lock = threading.Lock()
+        # Next queue offset of each (topic, queue id).
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        # Appended records awaiting dispatch, oldest first; the dispatcher drains it.
+        self.appended: deque[Appended] = deque()
+        self._clock_ms = clock_ms
+        # Set when a file could not be created for lack of space; cleared by a later success.
+        self.disk_full_since: float | None = None
+
+    # -- appends ---------------------------------------------------------------------
+
+    def _writable_file(self, size: int) -> MappedFile:
+        """The file that can take a ``size``-byte record, closing the current one if needed.
+
+        Called under ``put_lock``.  Raises DiskFullError when a new file cannot be made.
+        """
+        mf = self.queue.last
+        if mf is not None and mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH <= mf.file_size:
+            return mf
+        if mf is not None and not mf.is_full:
+            pos = mf.wrote_position
+            remaining = mf.file_size - pos
+            mf.mm[pos : pos + 8] = blank_marker(remaining)
+            mf.wrote_position = mf.file_size
+        try:
+            mf = self.queue.last_for_write()
+        except OSError as exc:
+            if exc.errno in _NO_SPACE_ERRNOS:
+                self.disk_full_since = self.disk_full_since or time.monotonic()
+                raise DiskFullError(exc.errno, f"cannot create a commit-log file: {exc.strerror}") from exc
+            raise
+        self.disk_full_since = None
+        return mf
+
+    def _check_size(self, size: int) -> None:
+        if size > self.max_message_size:
+            raise MessageIllegalError(
+                f"message is {size} bytes stored; maxMessageSize is {self.max_message_size}"
+            )
+        if size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            raise MessageIllegalError(
+                f"message is {size} bytes stored; a commit-log file holds at most "
+                f"{self.file_size - END_FILE_MIN_BLANK_LENGTH}"
+            )
+
+    def append(self, msg: MessageInner) -> PutMessageResult:
+        """Append one record; return where it went.
+
+        Raises MessageIllegalError for a message that does not fit the format or the size
+        limits, DiskFullError when no space is left for a new file.
+        """
+        store_host = self.store_host
+        size, crc, sys_flag, tail = msg.prepare(store_host)
+        if size > self.max_message_size or size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            self._check_size(size)
+        born = msg.born_host
+        body = msg.body
+        fast = len(born) == 8 and len(store_host) == 8
+        key = (msg.topic, msg.queue_id)
+        table = self.topic_queue_table
+        with self.put_lock:
+            mf = self.queue.last
+            if mf is None or mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
+                mf = self._writable_file(size)
+            pos = mf.wrote_position
+            phys = mf.file_from_offset + pos
+            queue_offset = table.get(key, 0)
+            store_ts = self._clock_ms()
+            mm = mf.mm
+            if fast:
+                body_at = pos + HEADER_V4_SIZE
+                tail_at = body_at + len(body)
+                pack_header_v4_into(
+                    mm,
+                    pos,
+                    size,
+                    MESSAGE_MAGIC_CODE,
+                    crc,
+                    msg.queue_id,
+                    msg.flag,
+                    queue_offset,
+                    phys,
+                    sys_flag,
+                    msg.born_timestamp,
+                    born,
+                    store_ts,
+                    store_host,
+                    msg.reconsume_times,
+                    msg.prepared_transaction_offset,
+                    len(body),
+                )
+                mm[body_at:tail_at] = body
+                mm[tail_at : pos + size] = tail
+            else:
+                record = msg.encode(store_host)
+                finish_record(record, queue_offset, phys, store_ts)
+                mm[pos : pos + size] = record
+            mf.wrote_position = pos + size
+            table[key] = queue_offset + 1
+            self.appended.append((phys, size, queue_offset, store_ts, msg))
+        return PutMessageResult(
+            PutMessageStatus.PUT_OK, "", phys, size, queue_offset, store_ts, 1, (phys,), store_host
+        )
+
+    def append_batch(self, msgs: Sequence[MessageInner]) -> PutMessageResult:
+        """Append several records contiguously, in one file, under one lock.
+
+        The records take consecutive queue offsets in their queues (a batch normally
+        targets one queue).  All or nothing: a message that fails validation refuses the
+        whole batch.
+        """
+        if not msgs:
+            raise MessageIllegalError("a batch must hold at least one message")
+        store_host = self.store_host
+        prepared = [m.prepare(store_host) for m in msgs]
+        total = 0
+        for p in prepared:
+            self._check_size(p[0])
+            total += p[0]
+        self._check_size_batch(total)
+        fast = len(store_host) == 8 and all(len(m.born_host) == 8 for m in msgs)
+        table = self.topic_queue_table
+        appended = self.appended
+        offsets: list[int] = []
+        with self.put_lock:
+            mf = self._writable_file(total)
+            start = pos = mf.wrote_position
+            base = mf.file_from_offset
+            store_ts = self._clock_ms()
+            first_queue_offset = -1
+            mm = mf.mm
+            for msg, (size, crc, sys_flag, tail) in zip(msgs, prepared, strict=True):
+                key = (msg.topic, msg.queue_id)
+                queue_offset = table.get(key, 0)
+                table[key] = queue_offset + 1
+                if first_queue_offset < 0:
+                    first_queue_offset = queue_offset
+                phys = base + pos
+                if fast:
+                    body = msg.body
+                    body_at = pos + HEADER_V4_SIZE
+                    tail_at = body_at + len(body)
+                    pack_header_v4_into(
+                        mm,
+                        pos,
+                        size,
+                        MESSAGE_MAGIC_CODE,
+                        crc,
+                        msg.queue_id,
+                        msg.flag,
+                        queue_offset,
+                        phys,
+                        sys_flag,
+                        msg.born_timestamp,
+                        msg.born_host,
+                        store_ts,
+                        store_host,
+                        msg.reconsume_times,
+                        msg.prepared_transaction_offset,
+                        len(body),
+                    )
+                    mm[body_at:tail_at] = body
+                    mm[tail_at : pos + size] = tail
+                else:
+                    record = msg.encode(store_host)
+                    finish_record(record, queue_offset, phys, store_ts)
+                    mm[pos : pos + size] = record
+                offsets.append(phys)
+                appended.append((phys, size, queue_offset, store_ts, msg))
+                pos += size
+            mf.wrote_position = pos
+        return PutMessageResult(
+            PutMessageStatus.PUT_OK,
+            "",
+            base + start,
+            total,
+            first_queue_offset,
+            store_ts,
+            len(msgs),
+            tuple(offsets),
+            store_host,
+        )
+
+    def _check_size_batch(self, total: int) -> None:
+        if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            raise MessageIllegalError(
+                f"batch is {total} bytes stored; a commit-log file holds at most "
+                f"{self.file_size - END_FILE_MIN_BLANK_LENGTH}: send it in smaller batches"
+            )
+
+    # -- reads -----------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        return self.queue.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        return self.queue.max_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.queue.flushed_offset
+
+    def read(self, phys: int, size: int) -> bytes | None:
+        """The ``size`` bytes at ``phys``, or None when they are not (or no longer) there."""
+        mf = self.queue.find(phys)
+        if mf is None:
+            return None
+        rel = phys - mf.file_from_offset
+        if rel + size > mf.wrote_position:
+            return None
+        try:
+            return mf.mm[rel : rel + size]
+        except ValueError:  # the file was closed by expiry in between
+            return None
+
+    def read_record(self, phys: int) -> bytes | None:
+        """The whole record starting at ``phys``, or None when no record starts there."""
+        head = self.read(phys, 8)
+        if head is None or len(head) < 8:
+            return None
+        size = int.from_bytes(head[:4], "big", signed=True)
+        if int.from_bytes(head[4:8], "big") != MESSAGE_MAGIC_CODE or size <= 0:
+            return None
+        return self.read(phys, size)
+
+    def store_timestamp_at(self, phys: int) -> int:
+        """STORETIMESTAMP of the record at ``phys`` (-1 when none is there)."""
+        head = self.read(phys, 72)
+        if head is None or len(head) < 72:
+            return -1
+        sys_flag = int.from_bytes(head[36:40], "big", signed=True)
+        pos = store_timestamp_pos(sys_flag)
+        return int.from_bytes(head[pos : pos + 8], "big", signed=True)
+
+    def flush(self) -> int:
+        return self.queue.flush()
+
+    # -- recovery --------------------------------------------------------------------
+
+    def load(self) -> list[str]:
+        return self.queue.load()
+
+    def recover(self, start_offset: int, on_record: Callable[[DispatchRequest], None]) -> int:
+        """Find the end of the valid log, scanning from ``start_offset``; truncate after it.
+
+        ``start_offset`` must be a record boundary known to be good (from the
+        checkpoint).  If no valid record starts there, the scan restarts from the start
+        of that file, where a record always begins.  Every valid record from the scan
+        start is passed to ``on_record`` (for re-dispatch).  Returns the end offset.
+        """
+        files = self.queue.files
+        if not files:
+            return 0
+        start_offset = min(max(start_offset, self.queue.min_offset), self.queue.max_offset)
+        index = min((start_offset - files[0].file_from_offset) // self.file_size, len(files) - 1)
+        pos = start_offset - files[index].file_from_offset
+        head = files[index].mm[pos : pos + 8]
+        if pos and head.strip(b"\0") and check_record(files[index].mm, pos, self.file_size)[0] == END:
+            log.warning("checkpoint offset %d is not a record boundary; rescanning its file", start_offset)
+            pos = 0
+        end = files[index].file_from_offset + pos
+        while index < len(files):
+            mf = files[index]
+            mm = mf.mm
+            size, request = check_record(mm, pos, self.file_size)
+            if size > 0:
+                assert request is not None
+                on_record(request)
+                pos += size
+                end = mf.file_from_offset + pos
+                if pos == self.file_size:
+                    index, pos = index + 1, 0
+                continue
+            if size == BLANK:
+                end = mf.file_from_offset + self.file_size
+                index, pos = index + 1, 0
+                continue
+            assert size == END
+            break
+        self.truncate(end)
+        return end
+
+    def truncate(self, offset: int) -> None:
+        """Drop every byte at or after ``offset`` (and forget queue offsets past it).
+
+        Callers rebuild ``topic_queue_table`` from the consume queues afterwards.
+        """
+        self.queue.truncate(offset)
+        last = self.queue.last
+        if last is not None:
+            last.flushed_position = last.wrote_position
+
+    # -- expiry ----------------------------------------------------------------------
+
+    def first_store_timestamps(self) -> list[tuple[MappedFile, int]]:
+        """Each file with the store time of its first record (-1 when it has none)."""
+        result = []
+        for mf in self.queue.files:
+            result.append((mf, self.store_timestamp_at(mf.file_from_offset)))
+        return result
+
+    def delete_expired_files(self, expired_before_ms: int, *, force: bool, max_count: int) -> int:
+        """Delete the oldest files whose newest record is older than ``expired_before_ms``.
+
+        A file's newest record is no newer than the next file's first one, which is what
+        is compared.  The file being written is never deleted.  ``force`` deletes the
+        oldest files whatever their age (the disk is nearly full).  Returns how many went.
+        """
+        files = self.queue.files
+        count = 0
+        for index in range(len(files) - 1):
+            if count >= max_count:
+                break
+            newest = self.store_timestamp_at(files[index + 1].file_from_offset)
+            if not force and (newest < 0 or newest >= expired_before_ms):
+                break
+            count += 1
+        if count:
+            doomed = self.queue.delete_first(count)
+            log.info("deleted %d commit-log file(s): %s", count, ", ".join(mf.path.name for mf in doomed))
+        return count
+
+    def close(self) -> None:
+        self.queue.close()

@@ -1,0 +1,130 @@
+"""Flushing: the commit log (async or group commit) and the derived files + checkpoint.
+
+ASYNC_FLUSH: ``FlushCommitLogService`` fsyncs the commit log every
+``flush_interval_commit_log`` ms; a put is acknowledged once it is in the page cache.
+
+SYNC_FLUSH (group commit): a put registers "tell me when offset X is durable" and waits.
+The flush thread takes every request that has arrived, runs one ``fdatasync`` covering
+all of them, and resolves them together, so N concurrent writers share one fsync instead
+of queueing for N.  A waiter whose fsync has not happened within ``sync_flush_timeout``
+stops waiting and reports FLUSH_DISK_TIMEOUT (its record stays in the log).
+
+``FlushLogicsService`` flushes consume queues and index files every
+``flush_interval_consume_queue`` ms and then records in the checkpoint how far they (and
+the commit log) are durable; it also runs the store's periodic disk-space check.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+
+log = logging.getLogger(__name__)
+
+
+class FlushCommitLogService:
+    """Flushes the commit log: on a timer (async) or on demand in groups (sync)."""
+
+    def __init__(
+        self,
+        flush: Callable[[], int],
+        *,
+        sync: bool,
+        interval_ms: int,
+    ) -> None:
+        self._flush = flush
+        self.sync = sync
+        self._interval = interval_ms / 1000.0
+        self._lock = threading.Lock()
+        self._requests: list[tuple[int, Future[bool]]] = []
+        self._wakeup = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.flushed_offset = 0
+        self.fsync_count = 0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="flush-commitlog", daemon=True)
+        self._thread.start()
+
+    def request(self, end_offset: int) -> Future[bool]:
+        """A future that resolves to True once the log is durable up to ``end_offset``."""
+        future: Future[bool] = Future()
+        if end_offset <= self.flushed_offset:
+            future.set_result(True)
+            return future
+        with self._lock:
+            self._requests.append((end_offset, future))
+        self._wakeup.set()
+        return future
+
+    def _run(self) -> None:
+        while not self._stopping:
+            self._wakeup.wait(self._interval)
+            self._wakeup.clear()
+            self._flush_once()
+        self._flush_once()
+
+    def _flush_once(self) -> None:
+        with self._lock:
+            requests, self._requests = self._requests, []
+        try:
+            self.flushed_offset = self._flush()
+            self.fsync_count += 1
+        except OSError as exc:
+            log.error("commit-log flush failed: %s", exc)
+            for _, future in requests:
+                future.set_result(False)
+            return
+        pending: list[tuple[int, Future[bool]]] = []
+        for end, future in requests:
+            if end <= self.flushed_offset:
+                future.set_result(True)
+            else:  # appended after the flush took its position: next round
+                pending.append((end, future))
+        if pending:
+            with self._lock:
+                self._requests[:0] = pending
+            self._wakeup.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wakeup.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+
+class PeriodicService:
+    """Runs ``task`` every ``interval_ms`` on its own thread, and once more at stop."""
+
+    def __init__(self, name: str, task: Callable[[], None], interval_ms: int) -> None:
+        self._name = name
+        self._task = task
+        self._interval = interval_ms / 1000.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._run_task()
+
+    def _run_task(self) -> None:
+        try:
+            self._task()
+        except Exception:
+            log.exception("%s failed", self._name)
+
+    def stop(self, *, run_last: bool = True) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if run_last:
+            self._run_task()

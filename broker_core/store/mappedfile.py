@@ -1,0 +1,185 @@
+"""One fixed-size, memory-mapped store file (RocketMQ ``MappedFile``).
+
+Commit-log segments, consume-queue files share this: a file named by the 20-digit,
+zero-padded offset of its first byte within its queue, preallocated to its full size with
+``posix_fallocate`` so that a full disk surfaces as an ``OSError`` when a file is created,
+never as SIGBUS on a write into the mapping.
+
+``wrote_position`` is how much of the file holds data; ``flushed_position`` how much of
+that is known durable (``fdatasync`` on the descriptor, which persists writes made through
+the mapping and is cheaper than ``msync``).  One thread appends; others may read the bytes
+below ``wrote_position`` (reads copy out, so no buffer pins the mapping) and flush.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import threading
+from pathlib import Path
+
+MADV_POPULATE_WRITE = 23  # Linux >= 5.14: fault pages in writable, without the GIL (ctypes)
+
+try:
+    _libc: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
+    _madvise = _libc.madvise
+    _madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    _madvise.restype = ctypes.c_int
+except (OSError, AttributeError):  # pragma: no cover - non-Linux
+    _libc = None
+
+
+def offset_to_file_name(offset: int) -> str:
+    """RocketMQ file naming: the start offset as 20 zero-padded digits."""
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    """A fixed-size file mapped into memory, written from its start."""
+
+    __slots__ = (
+        "path",
+        "file_from_offset",
+        "file_size",
+        "mm",
+        "_fd",
+        "wrote_position",
+        "flushed_position",
+        "_flush_lock",
+        "_warm_lock",
+        "_closed",
+    )
+
+    def __init__(self, path: Path, file_size: int, *, create: bool) -> None:
+        self.path = path
+        self.file_size = file_size
+        self.file_from_offset = int(path.name)
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        fd = os.open(path, flags, 0o644)
+        try:
+            actual = os.fstat(fd).st_size
+            if actual < file_size:
+                # A new file, or one cut short by a crash during creation: the missing
+                # tail reads as zeros, which recovery treats as the end of the data.
+                os.posix_fallocate(fd, 0, file_size)
+            elif actual > file_size:
+                # Bytes past the configured size are never ours: drop them.
+                os.ftruncate(fd, file_size)
+            self.mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            if create:
+                path.unlink(missing_ok=True)
+            raise
+        self._fd = fd
+        self.wrote_position = 0
+        self.flushed_position = 0
+        self._flush_lock = threading.Lock()
+        self._warm_lock = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    def create(cls, directory: Path, offset: int, file_size: int) -> MappedFile:
+        return cls(directory / offset_to_file_name(offset), file_size, create=True)
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    @property
+    def free_space(self) -> int:
+        return self.file_size - self.wrote_position
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Copy ``data`` at the write position; return where it went (file-relative), or -1."""
+        pos = self.wrote_position
+        end = pos + len(data)
+        if end > self.file_size:
+            return -1
+        self.mm[pos:end] = data
+        self.wrote_position = end
+        return pos
+
+    def read(self, pos: int, size: int) -> bytes:
+        """Copy ``size`` bytes from file-relative ``pos`` (clipped to the written data)."""
+        end = min(pos + size, self.wrote_position)
+        if pos < 0 or pos >= end:
+            return b""
+        return self.mm[pos:end]
+
+    def flush(self) -> int:
+        """Make everything written so far durable; return the flushed position."""
+        with self._flush_lock:
+            target = self.wrote_position
+            if target > self.flushed_position and not self._closed:
+                os.fdatasync(self._fd)
+                self.flushed_position = target
+            return self.flushed_position
+
+    def warm(self) -> None:
+        """Fault every page in, writable, so appends never pay for first touch.
+
+        Uses MADV_POPULATE_WRITE through ctypes, which drops the GIL while the kernel
+        works; falls back to touching one byte per page where that is unavailable.
+        """
+        page = mmap.PAGESIZE
+        start = self.wrote_position - self.wrote_position % page
+        if _libc is not None:
+            with self._warm_lock:
+                if self._closed:
+                    return
+                anchor = ctypes.c_char.from_buffer(self.mm)
+                try:
+                    if (
+                        _madvise(
+                            ctypes.addressof(anchor) + start, self.file_size - start, MADV_POPULATE_WRITE
+                        )
+                        == 0
+                    ):
+                        return
+                finally:
+                    del anchor
+        # Reading only: another thread may be appending to this file right now.
+        with self._warm_lock:
+            if self._closed:
+                return
+            for pos in range(start, self.file_size, page):
+                self.mm[pos]
+
+    def zero_from(self, pos: int) -> None:
+        """Zero the bytes from ``pos`` to the end (a truncated tail must not resurface)."""
+        chunk = 1 << 20
+        zeros = bytes(chunk)
+        end = self.file_size
+        while pos < end:
+            n = min(chunk, end - pos)
+            if self.mm[pos : pos + n] != zeros[:n]:
+                self.mm[pos : pos + n] = zeros[:n]
+            pos += n
+
+    def close(self) -> None:
+        with self._warm_lock, self._flush_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self.mm.close()
+            os.close(self._fd)
+
+    def destroy(self) -> None:
+        """Close and delete the file."""
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def last_modified(self) -> float:
+        try:
+            return self.path.stat().st_mtime
+        except FileNotFoundError:
+            return 0.0
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path.name}, wrote={self.wrote_position}, flushed={self.flushed_position})"

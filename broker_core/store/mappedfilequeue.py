@@ -1,0 +1,269 @@
+"""An ordered run of same-size mapped files forming one logical log (RocketMQ ``MappedFileQueue``).
+
+The commit log and each consume queue are one of these: file N starts where file N-1
+ends, and each is named by its start offset, so the file holding logical offset ``o`` is
+found by arithmetic.  The list is replaced, never mutated in place (copy-on-write), so
+readers iterate a snapshot without a lock while the single writer rolls files and the
+expiry job deletes old ones.
+
+With ``preallocate`` the next file is created and warmed on a background thread as soon
+as the current one is taken, so an append that rolls to a new file rarely waits for
+``fallocate`` and never pays for first-touch page faults.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from broker_core.store.mappedfile import MappedFile, offset_to_file_name
+
+log = logging.getLogger(__name__)
+
+
+class _Preallocator:
+    """Creates (and warms) the file for one requested offset ahead of need."""
+
+    def __init__(self, directory: Path, file_size: int, warm: bool) -> None:
+        self._directory = directory
+        self._file_size = file_size
+        self._warm = warm
+        self._lock = threading.Lock()
+        self._offset: int | None = None
+        self._done = threading.Event()
+        self._file: MappedFile | None = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    def request(self, offset: int) -> None:
+        with self._lock:
+            if self._offset is not None:
+                return
+            self._offset = offset
+            self._file = None
+            self._error = None
+            self._done.clear()
+            self._thread = threading.Thread(
+                target=self._run, args=(offset,), name=f"preallocate-{self._directory.name}", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self, offset: int) -> None:
+        try:
+            mf = MappedFile(self._directory / offset_to_file_name(offset), self._file_size, create=True)
+            if self._warm:
+                mf.warm()
+            self._file = mf
+        except BaseException as exc:  # reported to whoever takes the file
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def take(self, offset: int) -> MappedFile | None:
+        """The preallocated file for ``offset`` (waiting for it if under way), else None."""
+        with self._lock:
+            if self._offset != offset:
+                return None
+        self._done.wait()
+        with self._lock:
+            self._offset = None
+            mf, self._file = self._file, None
+            error, self._error = self._error, None
+        if error is not None:
+            log.warning("preallocating %s failed: %s", offset_to_file_name(offset), error)
+            return None
+        return mf
+
+    def discard(self) -> None:
+        """Drop a pending file (on shutdown or truncation): it must not be left behind."""
+        with self._lock:
+            offset = self._offset
+        if offset is None:
+            return
+        self._done.wait()
+        with self._lock:
+            self._offset = None
+            mf, self._file = self._file, None
+        if mf is not None:
+            mf.destroy()
+
+
+class MappedFileQueue:
+    """The files of one log in ``directory``, each ``file_size`` bytes."""
+
+    def __init__(
+        self, directory: Path, file_size: int, *, preallocate: bool = False, warm: bool = False
+    ) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.files: list[MappedFile] = []
+        self._lock = threading.Lock()
+        self._preallocator = _Preallocator(directory, file_size, warm) if preallocate else None
+
+    def load(self) -> list[str]:
+        """Open the files already on disk; return problems found (gaps, stray names)."""
+        problems: list[str] = []
+        if not self.directory.is_dir():
+            return problems
+        names = sorted(p.name for p in self.directory.iterdir() if p.is_file())
+        files: list[MappedFile] = []
+        for name in names:
+            if len(name) != 20 or not name.isdigit():
+                if not name.endswith((".tmp", ".corrupt")):
+                    problems.append(f"{self.directory}: ignoring stray file {name}")
+                continue
+            offset = int(name)
+            if offset % self.file_size:
+                problems.append(
+                    f"{self.directory}/{name}: start offset is not a multiple of {self.file_size}"
+                )
+                continue
+            if files and offset != files[-1].file_from_offset + self.file_size:
+                problems.append(
+                    f"{self.directory}/{name}: gap after {files[-1].path.name}; later files ignored"
+                )
+                break
+            mf = MappedFile(self.directory / name, self.file_size, create=False)
+            # Until recovery says otherwise, a loaded file is taken as full and flushed.
+            mf.wrote_position = mf.flushed_position = self.file_size
+            files.append(mf)
+        self.files = files
+        return problems
+
+    @property
+    def first(self) -> MappedFile | None:
+        files = self.files
+        return files[0] if files else None
+
+    @property
+    def last(self) -> MappedFile | None:
+        files = self.files
+        return files[-1] if files else None
+
+    @property
+    def min_offset(self) -> int:
+        """Offset of the first byte still on disk (0 when there are no files)."""
+        first = self.first
+        return first.file_from_offset if first is not None else 0
+
+    @property
+    def max_offset(self) -> int:
+        """Offset just past the last written byte."""
+        last = self.last
+        return last.file_from_offset + last.wrote_position if last is not None else 0
+
+    @property
+    def flushed_offset(self) -> int:
+        """Offset below which everything is known durable (files are flushed in order)."""
+        files = self.files
+        for mf in reversed(files):
+            if mf.flushed_position:
+                return mf.file_from_offset + mf.flushed_position
+        return files[0].file_from_offset if files else 0
+
+    def find(self, offset: int) -> MappedFile | None:
+        """The file holding logical ``offset``, or None when it is outside the files."""
+        files = self.files
+        if not files:
+            return None
+        index = (offset - files[0].file_from_offset) // self.file_size
+        if 0 <= index < len(files):
+            return files[index]
+        return None
+
+    def last_for_write(self, start_offset: int = 0) -> MappedFile:
+        """The file to append to, creating the next one when the last is full (or none exists).
+
+        ``start_offset`` is where the first file starts when the queue is empty.  Raises
+        OSError when a file cannot be created (e.g. ENOSPC): the caller decides what
+        that means for the store.
+        """
+        last = self.last
+        if last is not None and not last.is_full:
+            return last
+        if last is not None:
+            offset = last.file_from_offset + self.file_size
+        else:
+            offset = start_offset - start_offset % self.file_size
+        mf = self._preallocator.take(offset) if self._preallocator is not None else None
+        if mf is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            mf = MappedFile.create(self.directory, offset, self.file_size)
+        with self._lock:
+            self.files = [*self.files, mf]
+        if self._preallocator is not None:
+            self._preallocator.request(offset + self.file_size)
+        return mf
+
+    def prepare_ahead(self) -> None:
+        """Get the file the next append needs ready in the background (at open).
+
+        With no file yet the first one is preallocated; otherwise the last file's unused
+        part is warmed and the file after it preallocated.
+        """
+        if self._preallocator is None:
+            return
+        last = self.last
+        if last is None:
+            self._preallocator.request(0)
+            return
+        if not last.is_full:
+            threading.Thread(target=last.warm, name=f"warm-{last.path.name}", daemon=True).start()
+        self._preallocator.request(last.file_from_offset + self.file_size)
+
+    def flush(self) -> int:
+        """Flush every file with unflushed data, oldest first; return the flushed offset."""
+        files = self.files
+        start = len(files)
+        while start > 0 and files[start - 1].flushed_position < files[start - 1].wrote_position:
+            start -= 1
+        for mf in files[start:]:
+            mf.flush()
+        return self.flushed_offset
+
+    def truncate(self, offset: int) -> None:
+        """Drop everything at or after logical ``offset`` (files wholly past it are deleted)."""
+        if self._preallocator is not None:
+            self._preallocator.discard()
+        keep: list[MappedFile] = []
+        for mf in self.files:
+            start = mf.file_from_offset
+            if start >= offset and not (start == offset and not keep):
+                mf.destroy()
+                continue
+            if start + self.file_size > offset:
+                rel = offset - start
+                mf.zero_from(rel)
+                mf.wrote_position = mf.flushed_position = rel
+            keep.append(mf)
+        with self._lock:
+            self.files = keep
+
+    def delete_first(self, count: int) -> list[MappedFile]:
+        """Remove and destroy the first ``count`` files; return them (now closed)."""
+        with self._lock:
+            doomed, self.files = self.files[:count], self.files[count:]
+        for mf in doomed:
+            mf.destroy()
+        return doomed
+
+    def close(self) -> None:
+        if self._preallocator is not None:
+            self._preallocator.discard()
+        for mf in self.files:
+            mf.flush()
+            mf.close()
+
+    def destroy(self) -> None:
+        """Delete every file (and the directory when it is left empty)."""
+        if self._preallocator is not None:
+            self._preallocator.discard()
+        with self._lock:
+            doomed, self.files = self.files, []
+        for mf in doomed:
+            mf.destroy()
+        try:
+            self.directory.rmdir()
+        except OSError:
+            pass

@@ -1,0 +1,529 @@
+"""The commit-log record: RocketMQ's stored message format, byte for byte.
+
+A pull response carries these records as they are, and the official clients decode them,
+so the layout is fixed (big-endian; sizes for IPv4 hosts, IPv6 hosts take 20 bytes)::
+
+    off  size  field
+      0     4  TOTALSIZE                 whole record length
+      4     4  MAGICCODE                 0xDAA320A7 (blank end-of-file marker: 0xCBD43194)
+      8     4  BODYCRC                   zlib.crc32(stored body) & 0x7FFFFFFF
+     12     4  QUEUEID
+     16     4  FLAG                      the producer's flag
+     20     8  QUEUEOFFSET               index in the consume queue
+     28     8  PHYSICALOFFSET            commit-log offset of this record
+     36     4  SYSFLAG                   compressed, multi-tags, transaction type, v6 hosts
+     40     8  BORNTIMESTAMP             ms
+     48   8/20 BORNHOST                  ip (4 or 16) + port int32
+     56     8  STORETIMESTAMP            ms
+     64   8/20 STOREHOSTADDRESS          ip + port: the broker's client-facing address
+     72     4  RECONSUMETIMES
+     76     8  PREPARED TRANSACTION OFFSET
+     84   4+B  BODYLENGTH, BODY
+   88+B   1+T  TOPICLENGTH (one byte), TOPIC
+  89+B+T  2+P  PROPERTIESLENGTH (int16), PROPERTIES   name\\x01value\\x02 ...
+
+    total (IPv4) = 91 + B + T + P
+
+The offset msgId is the store host plus the physical offset, as 32 upper-case hex chars.
+This module owns the format: everything else encodes and decodes records through it.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import zlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from broker_core.errors import MessageIllegalError
+from broker_core.store.hashcode import tags_code as _tags_code
+
+MESSAGE_MAGIC_CODE = 0xDAA320A7
+BLANK_MAGIC_CODE = 0xCBD43194
+# Smallest possible record (IPv4, empty body, one-character topic, no properties).
+MIN_RECORD_SIZE = 92
+MAX_TOPIC_BYTES = 127
+MAX_PROPERTIES_BYTES = 32767
+
+# sysFlag bits (RocketMQ MessageSysFlag).
+COMPRESSED_FLAG = 0x1
+MULTI_TAGS_FLAG = 0x2
+TRANSACTION_NOT_TYPE = 0x0
+TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_COMMIT_TYPE = 0x8
+TRANSACTION_ROLLBACK_TYPE = 0xC
+TRANSACTION_TYPE_MASK = 0xC
+BORNHOST_V6_FLAG = 0x10
+STOREHOST_V6_FLAG = 0x20
+
+# Property names (RocketMQ MessageConst).
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
+PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+PROPERTY_PRODUCER_GROUP = "PGROUP"
+PROPERTY_MIN_OFFSET = "MIN_OFFSET"
+PROPERTY_MAX_OFFSET = "MAX_OFFSET"
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+# Quiver: on a message re-stored by the delay scan, "<level>:<schedule queue offset>"
+# of the SCHEDULE_TOPIC_XXXX entry it delivers; recovery reads it to resume exactly once.
+PROPERTY_SCHEDULE_OFFSET = "SCHEDULE_OFFSET"
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+# Header up to BODYLENGTH for IPv4 born and store hosts (88 bytes).
+_HEADER_V4 = struct.Struct(">iIiiiqqiq8sq8siqi")
+_QUEUE_OFFSET_POS = 20
+_PHYSICAL_OFFSET_POS = 28
+_BLANK = struct.Struct(">iI")
+_INT = struct.Struct(">i")
+_SHORT = struct.Struct(">h")
+_LONG = struct.Struct(">q")
+_MSG_ID = struct.Struct(">4siq")
+
+
+def encode_host(host: str | tuple[str, int]) -> bytes:
+    """``"ip:port"`` (or ``(ip, port)``) -> 8 bytes (IPv4) or 20 bytes (IPv6)."""
+    if isinstance(host, str):
+        ip, _, port_text = host.rpartition(":")
+        ip = ip.strip("[]")
+        port = int(port_text)
+    else:
+        ip, port = host
+    try:
+        return socket.inet_pton(socket.AF_INET, ip) + _INT.pack(port)
+    except OSError:
+        return socket.inet_pton(socket.AF_INET6, ip) + _INT.pack(port)
+
+
+def decode_host(raw: bytes) -> str:
+    """Inverse of ``encode_host``: 8 or 20 bytes -> ``"ip:port"``."""
+    family = socket.AF_INET if len(raw) == 8 else socket.AF_INET6
+    ip = socket.inet_ntop(family, raw[:-4])
+    port = _INT.unpack(raw[-4:])[0]
+    return f"{ip}:{port}" if family == socket.AF_INET else f"[{ip}]:{port}"
+
+
+def encode_properties(properties: Mapping[str, str]) -> bytes:
+    """Encode properties as ``name\\x01value\\x02`` pairs (trailing separator included).
+
+    Raises MessageIllegalError when a name or value contains a separator character or the
+    result does not fit the record's 2-byte length field.
+    """
+    if not properties:
+        return b""
+    parts = []
+    for name, value in properties.items():
+        name = str(name)
+        value = str(value)
+        if not name:
+            raise MessageIllegalError("a message property has an empty name")
+        for text in (name, value):
+            if NAME_VALUE_SEPARATOR in text or PROPERTY_SEPARATOR in text:
+                raise MessageIllegalError(
+                    f"message property {name!r} contains a reserved separator character (\\x01 or \\x02)"
+                )
+        parts.append(f"{name}\x01{value}\x02")
+    raw = "".join(parts).encode("utf-8")
+    if len(raw) > MAX_PROPERTIES_BYTES:
+        raise MessageIllegalError(
+            f"message properties are {len(raw)} bytes encoded; the format allows {MAX_PROPERTIES_BYTES}"
+        )
+    return raw
+
+
+def decode_properties(raw: bytes | str) -> dict[str, str]:
+    """Decode ``name\\x01value\\x02`` pairs; pairs without exactly one separator are skipped."""
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes | bytearray | memoryview) else raw
+    result: dict[str, str] = {}
+    for pair in text.split(PROPERTY_SEPARATOR):
+        name, sep, value = pair.partition(NAME_VALUE_SEPARATOR)
+        if sep and name and NAME_VALUE_SEPARATOR not in value:
+            result[name] = value
+    return result
+
+
+def body_crc(body: bytes) -> int:
+    """BODYCRC as RocketMQ computes it: CRC32 of the stored body, made non-negative."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def create_message_id(store_host: bytes, physical_offset: int) -> str:
+    """Offset msgId: store host (encoded, 8 or 20 bytes) + physical offset, upper-case hex."""
+    return (store_host + _LONG.pack(physical_offset)).hex().upper()
+
+
+def decode_message_id(msg_id: str) -> tuple[str, int]:
+    """Offset msgId -> (store host ``"ip:port"``, physical offset).
+
+    Raises MessageIllegalError for anything but a 32- or 56-hex-character id.
+    """
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError as exc:
+        raise MessageIllegalError(f"msgId {msg_id!r} is not hexadecimal") from exc
+    if len(raw) not in (16, 28):
+        raise MessageIllegalError(f"msgId {msg_id!r} must be 32 (IPv4) or 56 (IPv6) hex characters")
+    return decode_host(raw[:-8]), _LONG.unpack(raw[-8:])[0]
+
+
+class MessageInner:
+    """A message on its way into the commit log (RocketMQ ``MessageExtBrokerInner``).
+
+    Everything that does not depend on the record's position is computed here, outside
+    the commit log's lock: the body CRC, the encoded topic and properties, the tag hash.
+    The commit log only fills in the queue offset, physical offset and store time.
+    """
+
+    __slots__ = (
+        "topic",
+        "queue_id",
+        "body",
+        "flag",
+        "properties",
+        "sys_flag",
+        "born_timestamp",
+        "born_host",
+        "reconsume_times",
+        "prepared_transaction_offset",
+        "tags_code",
+        "_props_raw",
+        "_prepared",
+    )
+
+    def __init__(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        properties: Mapping[str, str] | None = None,
+        *,
+        flag: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: str | bytes = "127.0.0.1:0",
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+        properties_raw: bytes | None = None,
+    ) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.body = bytes(body)
+        self.flag = flag
+        self.properties: dict[str, str] = dict(properties) if properties else {}
+        self.sys_flag = sys_flag
+        self.born_timestamp = born_timestamp
+        self.born_host = born_host if isinstance(born_host, bytes) else encode_host(born_host)
+        self.reconsume_times = reconsume_times
+        self.prepared_transaction_offset = prepared_transaction_offset
+        self.tags_code = _tags_code(self.properties.get(PROPERTY_TAGS))
+        # When given the properties exactly as a client sent them, keep those bytes.
+        self._props_raw = properties_raw
+        self._prepared: tuple[int, int, int, bytes] | None = None
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(PROPERTY_KEYS)
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+    @property
+    def delay_level(self) -> int:
+        try:
+            return int(self.properties.get(PROPERTY_DELAY_TIME_LEVEL) or 0)
+        except ValueError:
+            return 0
+
+    def set_property(self, name: str, value: str) -> None:
+        self.properties[name] = value
+        self._props_raw = None
+        self._prepared = None
+        if name == PROPERTY_TAGS:
+            self.tags_code = _tags_code(value)
+
+    def clear_property(self, name: str) -> None:
+        if self.properties.pop(name, None) is not None:
+            self._props_raw = None
+            self._prepared = None
+
+    def prepare(self, store_host: bytes) -> tuple[int, int, int, bytes]:
+        """Everything about the record that does not depend on where it goes.
+
+        Returns ``(total size, body CRC, sysFlag, tail)`` where tail is TOPICLENGTH, TOPIC,
+        PROPERTIESLENGTH and PROPERTIES.  Computed once (outside the commit log's lock) and
+        cached until the message changes.  Raises MessageIllegalError when the topic or
+        properties do not fit the format.
+        """
+        prepared = self._prepared
+        if prepared is not None:
+            return prepared
+        topic_raw = self.topic.encode("utf-8")
+        if not topic_raw or len(topic_raw) > MAX_TOPIC_BYTES:
+            raise MessageIllegalError(f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {len(topic_raw)}")
+        props_raw = self._props_raw
+        if props_raw is None:
+            props_raw = encode_properties(self.properties)
+        elif len(props_raw) > MAX_PROPERTIES_BYTES:
+            raise MessageIllegalError(
+                f"message properties are {len(props_raw)} bytes; the format allows {MAX_PROPERTIES_BYTES}"
+            )
+        sys_flag = self.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
+        if len(self.born_host) == 20:
+            sys_flag |= BORNHOST_V6_FLAG
+        if len(store_host) == 20:
+            sys_flag |= STOREHOST_V6_FLAG
+        tail = bytes((len(topic_raw),)) + topic_raw + _SHORT.pack(len(props_raw)) + props_raw
+        total = 72 + len(self.born_host) + len(store_host) + len(self.body) + len(tail)
+        prepared = (total, zlib.crc32(self.body) & 0x7FFFFFFF, sys_flag, tail)
+        self._prepared = prepared
+        return prepared
+
+    def encode(self, store_host: bytes) -> bytearray:
+        """Build the record with QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP zeroed.
+
+        Call ``finish_record`` to fill in the rest.  The commit log's fast path writes
+        IPv4 records straight into its file with ``pack_header_v4_into`` instead.
+        """
+        total, crc, sys_flag, tail = self.prepare(store_host)
+        born, store, body = self.born_host, store_host, self.body
+        record = bytearray(
+            struct.pack(
+                f">iIiiiqqiq{len(born)}sq{len(store)}siqi",
+                total,
+                MESSAGE_MAGIC_CODE,
+                crc,
+                self.queue_id,
+                self.flag,
+                0,
+                0,
+                sys_flag,
+                self.born_timestamp,
+                born,
+                0,
+                store,
+                self.reconsume_times,
+                self.prepared_transaction_offset,
+                len(body),
+            )
+        )
+        record += body
+        record += tail
+        return record
+
+
+# Writes the 88-byte header of an IPv4 record in one call (see the layout above):
+# (buffer, pos, total, magic, crc, queue id, flag, queue offset, physical offset, sysFlag,
+#  born time, born host, store time, store host, reconsume times, prepared offset, body length)
+pack_header_v4_into = _HEADER_V4.pack_into
+HEADER_V4_SIZE = _HEADER_V4.size
+
+
+def finish_record(record: bytearray, queue_offset: int, physical_offset: int, store_timestamp: int) -> None:
+    """Fill in the position-dependent fields of a record built by ``MessageInner.encode``."""
+    _LONG.pack_into(record, _QUEUE_OFFSET_POS, queue_offset)
+    _LONG.pack_into(record, _PHYSICAL_OFFSET_POS, physical_offset)
+    born_len = 20 if _INT.unpack_from(record, 36)[0] & BORNHOST_V6_FLAG else 8
+    _LONG.pack_into(record, 48 + born_len, store_timestamp)
+
+
+def store_timestamp_pos(sys_flag: int) -> int:
+    """Byte position of STORETIMESTAMP in a record with this sysFlag."""
+    return 56 if not sys_flag & BORNHOST_V6_FLAG else 68
+
+
+@dataclass(slots=True)
+class MessageExt:
+    """A decoded record (RocketMQ ``MessageExt``)."""
+
+    store_size: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    commit_log_offset: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: str
+    store_timestamp: int
+    store_host: str
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes
+    topic: str
+    properties: dict[str, str] = field(default_factory=dict)
+    msg_id: str = ""
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(PROPERTY_KEYS)
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+    @property
+    def body_crc_ok(self) -> bool:
+        return body_crc(self.body) == self.body_crc
+
+    def uncompressed_body(self) -> bytes:
+        """The body as the producer gave it (inflated when the COMPRESSED flag is set)."""
+        if self.sys_flag & COMPRESSED_FLAG:
+            return zlib.decompress(self.body)
+        return self.body
+
+
+class RecordFormatError(ValueError):
+    """Bytes that were expected to hold a record do not."""
+
+
+def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, with_body: bool = True) -> MessageExt:
+    """Decode the record at ``buf[pos:]``.  Raises RecordFormatError on bad magic or size."""
+    view = memoryview(buf)
+    if len(view) - pos < MIN_RECORD_SIZE:
+        raise RecordFormatError(f"only {len(view) - pos} bytes left at {pos}: too short for a record")
+    total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts = struct.unpack_from(
+        ">iIiiiqqiq", view, pos
+    )
+    if magic != MESSAGE_MAGIC_CODE:
+        raise RecordFormatError(f"bad magic code 0x{magic:08X} at {pos}")
+    if total < MIN_RECORD_SIZE or pos + total > len(view):
+        raise RecordFormatError(f"record size {total} at {pos} does not fit the {len(view) - pos} bytes left")
+    cursor = pos + 48
+    born_len = 20 if sys_flag & BORNHOST_V6_FLAG else 8
+    born_host = decode_host(bytes(view[cursor : cursor + born_len]))
+    cursor += born_len
+    (store_ts,) = _LONG.unpack_from(view, cursor)
+    cursor += 8
+    store_len = 20 if sys_flag & STOREHOST_V6_FLAG else 8
+    store_raw = bytes(view[cursor : cursor + store_len])
+    cursor += store_len
+    reconsume, prepared, body_len = struct.unpack_from(">iqi", view, cursor)
+    cursor += 16
+    end = pos + total
+    if body_len < 0 or cursor + body_len + 3 > end:
+        raise RecordFormatError(f"body length {body_len} at {pos} overruns the record")
+    body = bytes(view[cursor : cursor + body_len]) if with_body else b""
+    cursor += body_len
+    topic_len = view[cursor]
+    cursor += 1
+    topic = bytes(view[cursor : cursor + topic_len]).decode("utf-8", errors="replace")
+    cursor += topic_len
+    if cursor + 2 > end:
+        raise RecordFormatError(f"topic length {topic_len} at {pos} overruns the record")
+    (props_len,) = _SHORT.unpack_from(view, cursor)
+    cursor += 2
+    if props_len < 0 or cursor + props_len != end:
+        raise RecordFormatError(f"properties length {props_len} at {pos} does not end the record")
+    properties = decode_properties(bytes(view[cursor : cursor + props_len]))
+    return MessageExt(
+        store_size=total,
+        body_crc=crc,
+        queue_id=queue_id,
+        flag=flag,
+        queue_offset=queue_offset,
+        commit_log_offset=phys,
+        sys_flag=sys_flag,
+        born_timestamp=born_ts,
+        born_host=born_host,
+        store_timestamp=store_ts,
+        store_host=decode_host(store_raw),
+        reconsume_times=reconsume,
+        prepared_transaction_offset=prepared,
+        body=body,
+        topic=topic,
+        properties=properties,
+        msg_id=create_message_id(store_raw, phys),
+    )
+
+
+def iter_records(buf: bytes | bytearray | memoryview) -> Iterator[MessageExt]:
+    """Decode records laid back to back (a FOUND pull body)."""
+    pos = 0
+    while pos < len(buf):
+        msg = decode_record(buf, pos)
+        yield msg
+        pos += msg.store_size
+
+
+@dataclass(slots=True)
+class DispatchRequest:
+    """What the dispatcher needs from one record to update consume queues and the index."""
+
+    topic: str
+    queue_id: int
+    commit_log_offset: int
+    msg_size: int
+    tags_code: int
+    store_timestamp: int
+    queue_offset: int
+    keys: str | None
+    uniq_key: str | None
+    sys_flag: int
+    properties: dict[str, str]
+
+
+# Outcome of ``check_record`` when it does not find a record.
+BLANK = 0  # end-of-file blank: skip to the next segment
+END = -1  # no valid record here: this is the end of the log
+
+
+def check_record(
+    buf: bytes | bytearray | memoryview, pos: int, limit: int
+) -> tuple[int, DispatchRequest | None]:
+    """Validate the record at ``pos`` (magic, sizes, body CRC) for recovery.
+
+    Returns ``(size, request)`` for a valid record, ``(BLANK, None)`` for the blank marker
+    at the end of a segment and ``(END, None)`` for anything else (zeros, a torn or
+    corrupt record).  ``limit`` is where the segment's bytes end.
+    """
+    if limit - pos < 8:
+        return END, None
+    total, magic = _BLANK.unpack_from(buf, pos)
+    if magic == BLANK_MAGIC_CODE:
+        return (BLANK, None) if total == limit - pos else (END, None)
+    if magic != MESSAGE_MAGIC_CODE or total < MIN_RECORD_SIZE or pos + total > limit:
+        return END, None
+    try:
+        msg = decode_record(memoryview(buf)[pos : pos + total])
+    except (RecordFormatError, UnicodeDecodeError, OSError, ValueError):
+        return END, None
+    if not msg.body_crc_ok:
+        return END, None
+    return total, dispatch_request_of(msg)
+
+
+def dispatch_request_of(msg: MessageExt) -> DispatchRequest:
+    return DispatchRequest(
+        topic=msg.topic,
+        queue_id=msg.queue_id,
+        commit_log_offset=msg.commit_log_offset,
+        msg_size=msg.store_size,
+        tags_code=_tags_code(msg.properties.get(PROPERTY_TAGS)),
+        store_timestamp=msg.store_timestamp,
+        queue_offset=msg.queue_offset,
+        keys=msg.properties.get(PROPERTY_KEYS),
+        uniq_key=msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+        sys_flag=msg.sys_flag,
+        properties=msg.properties,
+    )
+
+
+def blank_marker(remaining: int) -> bytes:
+    """The 8-byte end-of-file blank that closes a segment's unused tail."""
+    return _BLANK.pack(remaining, BLANK_MAGIC_CODE)

@@ -1,0 +1,208 @@
+"""Delayed messages: delay levels, SCHEDULE_TOPIC_XXXX and the due-message scan.
+
+A message stored with delay level L (property ``DELAY``; 1..18 by default, capped at the
+highest level) is appended to ``SCHEDULE_TOPIC_XXXX`` queue L-1 instead of its topic, with
+``REAL_TOPIC``/``REAL_QID`` remembering where it belongs; its consume-queue tag field holds
+the delivery time (store time + the level's delay).  Within one level queue delivery times
+only grow, so ``deliver_due`` walks each queue from its delay offset and stops at the
+first entry not yet due.
+
+Exactly once across a crash: each re-stored message carries ``SCHEDULE_OFFSET`` =
+"<level>:<schedule queue offset>" of the entry it delivers.  The delay-offset table
+(``config/delayOffset.json``) is persisted by the checkpoint cycle together with the
+commit-log offset it covers, and recovery's re-dispatch of the records after that offset
+advances the table past every delivery it finds.  So a delivery is either in the log (and
+counted) or not (and done again), never both.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from broker_core.store.configfile import ConfigFile, config_path
+from broker_core.store.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_SCHEDULE_OFFSET,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+    MessageExt,
+    MessageInner,
+)
+from broker_core.store.results import PutMessageResult
+from broker_core.topics import SCHEDULE_TOPIC
+
+log = logging.getLogger(__name__)
+
+
+def apply_delay(msg: MessageInner, max_level: int) -> None:
+    """Redirect a delayed message to its level's schedule queue (no-op when not delayed).
+
+    Transactional half and rollback messages are never delayed (RocketMQ does the same).
+    """
+    if msg.sys_flag & TRANSACTION_TYPE_MASK in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE):
+        return
+    level = msg.delay_level
+    if level <= 0:
+        return
+    if level > max_level:
+        level = max_level
+        msg.set_property(PROPERTY_DELAY_TIME_LEVEL, str(level))
+    msg.set_property(PROPERTY_REAL_TOPIC, msg.topic)
+    msg.set_property(PROPERTY_REAL_QUEUE_ID, str(msg.queue_id))
+    msg.topic = SCHEDULE_TOPIC
+    msg.queue_id = level - 1
+
+
+def restore_delayed(stored: MessageExt, level: int, schedule_offset: int) -> MessageInner:
+    """The message to append when a delayed one is due: back in its real topic and queue."""
+    props = dict(stored.properties)
+    topic = props.get(PROPERTY_REAL_TOPIC, stored.topic)
+    try:
+        queue_id = int(props.get(PROPERTY_REAL_QUEUE_ID, "0"))
+    except ValueError:
+        queue_id = 0
+    props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+    props[PROPERTY_SCHEDULE_OFFSET] = f"{level}:{schedule_offset}"
+    return MessageInner(
+        topic,
+        queue_id,
+        stored.body,
+        props,
+        flag=stored.flag,
+        sys_flag=stored.sys_flag,
+        born_timestamp=stored.born_timestamp,
+        born_host=stored.born_host,
+        reconsume_times=stored.reconsume_times,
+        prepared_transaction_offset=stored.prepared_transaction_offset,
+    )
+
+
+class ScheduleMessageService(ConfigFile):
+    """The delay-offset table and the scan that delivers due delayed messages.
+
+    ``store`` is the MessageStore: the scan reads schedule queues through it and appends
+    with ``put_message`` (which waits for the disk under SYNC_FLUSH).
+    """
+
+    def __init__(self, store_root: Path, delay_levels_ms: tuple[int, ...], store: Any) -> None:
+        super().__init__()
+        self._path = config_path(store_root, "delayOffset.json")
+        self.delay_levels_ms = delay_levels_ms
+        self._store = store
+        # Next schedule-queue offset to deliver, per level (1-based).
+        self.offset_table: dict[int, int] = {}
+        # Held while delivering one message and while the checkpoint snapshots the table.
+        self.delivery_lock = threading.Lock()
+        self.delivered_total = 0
+
+    @property
+    def config_file_path(self) -> Path:
+        return self._path
+
+    @property
+    def max_level(self) -> int:
+        return len(self.delay_levels_ms)
+
+    def encode(self) -> dict[str, Any]:
+        return {"offsetTable": {str(level): offset for level, offset in sorted(self.offset_table.items())}}
+
+    def decode(self, obj: dict[str, Any]) -> None:
+        table = obj.get("offsetTable", {})
+        if not isinstance(table, dict):
+            raise ValueError("offsetTable must be an object")
+        self.offset_table = {int(level): int(offset) for level, offset in table.items()}
+
+    def observe(self, properties: dict[str, str]) -> None:
+        """Advance the table past a delivery found in the log (recovery re-dispatch)."""
+        marker = properties.get(PROPERTY_SCHEDULE_OFFSET)
+        if not marker:
+            return
+        level_text, _, offset_text = marker.partition(":")
+        try:
+            level, offset = int(level_text), int(offset_text)
+        except ValueError:
+            return
+        if self.offset_table.get(level, 0) <= offset:
+            self.offset_table[level] = offset + 1
+
+    def deliver_due(self, now_ms: int, *, max_messages: int = 10_000) -> tuple[int, int | None]:
+        """Re-store every delayed message due at ``now_ms`` in its real topic and queue.
+
+        Returns ``(delivered, next_due_ms)``: how many were delivered and when the next
+        one falls due (None when no delayed message is waiting), so a caller can schedule
+        the next scan for exactly then.  Stops early (and reports ``now_ms`` as next due)
+        when ``max_messages`` were delivered or a put failed, e.g. the disk is full.
+        """
+        store = self._store
+        delivered = 0
+        next_due: int | None = None
+        for level in range(1, self.max_level + 1):
+            cq = store.consume_queues.find(SCHEDULE_TOPIC, level - 1)
+            if cq is None:
+                continue
+            offset = max(self.offset_table.get(level, 0), cq.min_offset)
+            while offset < cq.max_offset:
+                if delivered >= max_messages:
+                    return delivered, now_ms
+                entry = cq.get(offset)
+                if entry is None:  # expired or blank: nothing to deliver there
+                    offset += 1
+                    self.offset_table[level] = offset
+                    continue
+                phys, _size, deliver_at = entry
+                if deliver_at > now_ms:
+                    next_due = deliver_at if next_due is None else min(next_due, deliver_at)
+                    break
+                stored = store.look_message_by_offset(phys)
+                if stored is None:
+                    log.warning(
+                        "delayed message at %d (level %d, offset %d) is gone; skipping", phys, level, offset
+                    )
+                    offset += 1
+                    self.offset_table[level] = offset
+                    continue
+                with self.delivery_lock:
+                    result: PutMessageResult = store.put_message(restore_delayed(stored, level, offset))
+                    if not result.ok:
+                        log.warning(
+                            "delivering delayed message failed (%s): %s", result.status.value, result.remark
+                        )
+                        return delivered, now_ms
+                    offset += 1
+                    self.offset_table[level] = offset
+                delivered += 1
+        self.delivered_total += delivered
+        return delivered, next_due
+
+    def backlog(self, now_ms: int) -> list[dict[str, int | None]]:
+        """Per level: messages waiting and when the next one is due (for the console)."""
+        rows: list[dict[str, int | None]] = []
+        for level in range(1, self.max_level + 1):
+            cq = self._store.consume_queues.find(SCHEDULE_TOPIC, level - 1)
+            if cq is None:
+                rows.append(
+                    {
+                        "level": level,
+                        "delay_ms": self.delay_levels_ms[level - 1],
+                        "waiting": 0,
+                        "next_due_ms": None,
+                    }
+                )
+                continue
+            offset = max(self.offset_table.get(level, 0), cq.min_offset)
+            entry = cq.get(offset) if offset < cq.max_offset else None
+            rows.append(
+                {
+                    "level": level,
+                    "delay_ms": self.delay_levels_ms[level - 1],
+                    "waiting": max(0, cq.max_offset - offset),
+                    "next_due_ms": entry[2] if entry is not None else None,
+                }
+            )
+        return rows

@@ -1,0 +1,663 @@
+"""The message store: one broker's commit log, consume queues, index and config files.
+
+``MessageStore`` is the facade the broker uses (RocketMQ ``DefaultMessageStore``)::
+
+    <root>/commitlog/<20-digit offset>      commit-log segments
+    <root>/consumequeue/<topic>/<qid>/...   consume queues
+    <root>/index/<yyyyMMddHHmmssSSS>        index files
+    <root>/config/*.json                    consumer offsets, delay offsets (+ topics, groups)
+    <root>/checkpoint                       how far derived files are durable
+    <root>/abort                            present while the store is open
+
+Opening after a crash (``abort`` still there) trims every derived file back to the
+checkpoint, finds the end of the valid commit log, truncates a torn tail and re-dispatches
+the records after the checkpoint.  Threads: the dispatcher, the commit-log flusher and
+the logics flusher (consume queues, index, checkpoint, disk check); appends and reads
+may come from any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+from broker_core.config import StoreConfig
+from broker_core.errors import MessageIllegalError, StoreClosedError
+from broker_core.store.checkpoint import Checkpoint, StoreCheckpoint
+from broker_core.store.cleanup import ExpiryReport, decide_expiry, disk_used_ratio
+from broker_core.store.commitlog import CommitLog, DiskFullError
+from broker_core.store.consumequeue import BLANK_ENTRY_SIZE, ConsumeQueueStore
+from broker_core.store.dispatcher import ArrivalListener, Dispatcher
+from broker_core.store.flush import FlushCommitLogService, PeriodicService
+from broker_core.store.indexfile import IndexService
+from broker_core.store.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    DispatchRequest,
+    MessageExt,
+    MessageInner,
+    RecordFormatError,
+    decode_message_id,
+    decode_record,
+    encode_host,
+)
+from broker_core.store.offsets import ConsumerOffsetManager
+from broker_core.store.results import GetMessageResult, GetMessageStatus, PutMessageResult, PutMessageStatus
+from broker_core.store.schedule import ScheduleMessageService, apply_delay
+from broker_core.topics import topic_problem
+
+log = logging.getLogger(__name__)
+
+MAX_QUEUE_ID = 1023  # RocketMQ caps a topic at 1024 queues
+# Pulls with a tag filter scan at most this many entries before answering (RocketMQ).
+MAX_FILTER_MESSAGE_COUNT = 16_000
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class MessageStore:
+    """Facade over the store's files and threads.  ``open()`` before use, ``close()`` after."""
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
+        topic_queue_nums: Callable[[str], int | None] | None = None,
+    ) -> None:
+        self.config = config
+        self.root = config.root
+        self.clock_ms = clock_ms
+        # The broker's view of how many write queues a topic has (None: not known here).
+        self.topic_queue_nums = topic_queue_nums
+        self.store_host = encode_host(config.store_host)
+        self.commit_log = CommitLog(
+            self.root / "commitlog",
+            config.mapped_file_size_commit_log,
+            store_host=self.store_host,
+            max_message_size=config.max_message_size,
+            clock_ms=clock_ms,
+            preallocate=config.warm_mapped_file_enable,
+        )
+        self.consume_queues = ConsumeQueueStore(
+            self.root / "consumequeue", config.mapped_file_size_consume_queue
+        )
+        self.index: IndexService | None = (
+            IndexService(
+                self.root / "index", config.max_hash_slot_num, config.max_index_num, clock_ms=clock_ms
+            )
+            if config.message_index_enable
+            else None
+        )
+        self.dispatcher = Dispatcher(
+            self.commit_log,
+            self.consume_queues,
+            self.index,
+            config.delay_levels_ms,
+            on_disk_full=self._note_disk_full,
+        )
+        self.consumer_offsets = ConsumerOffsetManager(self.root, clock=clock_ms)
+        self.schedule = ScheduleMessageService(self.root, config.delay_levels_ms, self)
+        self._sync_flush = config.flush_disk_type == "SYNC_FLUSH"
+        self.flush_service = FlushCommitLogService(
+            self.commit_log.flush, sync=self._sync_flush, interval_ms=config.flush_interval_commit_log
+        )
+        self.logics_flush = PeriodicService(
+            "flush-logics", self._flush_logics, config.flush_interval_consume_queue
+        )
+        self.checkpoint: StoreCheckpoint | None = None
+        self.open_problems: list[str] = []
+        self.recovered_abnormally = False
+        self.disk_full_reason: str | None = None
+        self._opened = False
+        self._closed = False
+        self._logics_lock = threading.Lock()
+        self._valid_topics: set[str] = set()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def open(self) -> MessageStore:
+        """Load the files, recover from the last stop, and start the store's threads."""
+        for sub in ("commitlog", "consumequeue", "index", "config"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        abort = self.root / "abort"
+        self.recovered_abnormally = abort.exists()
+        self.checkpoint = StoreCheckpoint(self.root / "checkpoint")
+        problems = self.commit_log.load() + self.consume_queues.load()
+        if self.index is not None:
+            self.index.load()
+        self.consumer_offsets.load()
+        self.schedule.load()
+        self._recover(self.checkpoint.read())
+        self.open_problems = problems
+        for problem in problems:
+            log.warning("store open: %s", problem)
+        abort.write_bytes(b"")
+        self.commit_log.queue.prepare_ahead()
+        self.flush_service.flushed_offset = self.commit_log.max_offset
+        self.dispatcher.start()
+        self.flush_service.start()
+        self.logics_flush.start()
+        self._opened = True
+        return self
+
+    def _recover(self, cp: Checkpoint | None) -> None:
+        commit_min = self.commit_log.min_offset
+        commit_max = self.commit_log.max_offset
+        if cp is None or not commit_min <= cp.logics_offset <= commit_max or cp.index_offset > commit_max:
+            if self.commit_log.queue.files:
+                log.warning(
+                    "no usable checkpoint: rebuilding consume queues and index from the whole commit log"
+                )
+            cutoff = commit_min
+        else:
+            cutoff = min(cp.logics_offset, cp.index_offset)
+        # Everything derived past the cutoff may be partial: trim it and dispatch again.
+        self.consume_queues.recover()
+        if not self._consume_queues_present():
+            cutoff = commit_min
+        self.consume_queues.truncate_dirty(cutoff)
+        if self.index is not None:
+            self.index.truncate(cutoff)
+        dispatch = self.dispatcher.dispatch_request
+        observe = self.schedule.observe
+
+        def on_record(req: DispatchRequest) -> None:
+            dispatch(req)
+            observe(req.properties)
+
+        started = time.monotonic()
+        end = self.commit_log.recover(cutoff, on_record)
+        self.consume_queues.truncate_dirty(end)
+        if self.index is not None:
+            self.index.truncate(end)
+        self.dispatcher.dispatched_offset = end
+        self.commit_log.topic_queue_table = self.consume_queues.max_offset_table()
+        for cq in self.consume_queues:
+            cq.correct_min_offset(self.commit_log.min_offset)
+        log.info(
+            "store recovered: commit log [%d, %d), re-dispatched from %d in %.2fs (%s stop)",
+            self.commit_log.min_offset,
+            end,
+            cutoff,
+            time.monotonic() - started,
+            "unclean" if self.recovered_abnormally else "clean",
+        )
+
+    def _consume_queues_present(self) -> bool:
+        """False when the commit log has records but no consume queue exists (deleted)."""
+        return self.commit_log.max_offset <= self.commit_log.min_offset or any(
+            True for _ in self.consume_queues
+        )
+
+    def close(self) -> None:
+        """Finish dispatching, flush everything, write the checkpoint and mark a clean stop."""
+        if self._closed or not self._opened:
+            self._closed = True
+            return
+        self._closed = True
+        self.dispatcher.stop()
+        self.flush_service.stop()
+        self.logics_flush.stop(run_last=True)
+        self.commit_log.close()
+        self.consume_queues.close()
+        if self.index is not None:
+            self.index.close()
+        self.consumer_offsets.persist()
+        if self.checkpoint is not None:
+            self.checkpoint.close()
+        (self.root / "abort").unlink(missing_ok=True)
+
+    def __enter__(self) -> MessageStore:
+        return self.open() if not self._opened else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writes ----------------------------------------------------------------------
+
+    def _refusal(self, msg: MessageInner) -> PutMessageResult | None:
+        """Why ``msg`` cannot be stored, as a result; None when it can."""
+        if self._closed:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, "the store is shut down")
+        if self.disk_full_reason is not None and not self._retry_after_disk_full():
+            return PutMessageResult(
+                PutMessageStatus.DISK_FULL,
+                f"the store is read-only: {self.disk_full_reason}; writes resume when space returns",
+            )
+        if msg.topic not in self._valid_topics:
+            problem = topic_problem(msg.topic)
+            if problem is not None:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, problem)
+            if len(self._valid_topics) < 100_000:
+                self._valid_topics.add(msg.topic)
+        if not 0 <= msg.queue_id <= MAX_QUEUE_ID:
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL, f"queue id {msg.queue_id} is out of range 0..{MAX_QUEUE_ID}"
+            )
+        if self.topic_queue_nums is not None:
+            count = self.topic_queue_nums(msg.topic)
+            if count is not None and msg.queue_id >= count:
+                return PutMessageResult(
+                    PutMessageStatus.MESSAGE_ILLEGAL,
+                    f"queue {msg.queue_id} does not exist: topic {msg.topic} has {count} queue(s)",
+                )
+        if not msg.body:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, "the message body is empty")
+        if len(msg.body) > self.config.max_message_size:
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                f"the message body is {len(msg.body)} bytes; "
+                f"maxMessageSize is {self.config.max_message_size}",
+            )
+        return None
+
+    def append(self, msg: MessageInner) -> PutMessageResult:
+        """Append without waiting for the disk; under SYNC_FLUSH the result's
+        ``flush_future`` resolves when the record is durable (for asyncio callers)."""
+        refusal = self._refusal(msg)
+        if refusal is not None:
+            return refusal
+        if PROPERTY_DELAY_TIME_LEVEL in msg.properties:
+            apply_delay(msg, self.schedule.max_level)
+        return self._do_append(self.commit_log.append, msg, msg.properties)
+
+    def append_batch(self, msgs: Sequence[MessageInner]) -> PutMessageResult:
+        """Append several messages atomically (all or none), without waiting for the disk."""
+        if not msgs:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, "the batch is empty")
+        for msg in msgs:
+            refusal = self._refusal(msg)
+            if refusal is not None:
+                return refusal
+        for msg in msgs:
+            if PROPERTY_DELAY_TIME_LEVEL in msg.properties:
+                apply_delay(msg, self.schedule.max_level)
+        return self._do_append(self.commit_log.append_batch, msgs, msgs[0].properties)
+
+    def _do_append(
+        self, append: Callable[[Any], PutMessageResult], arg: Any, props: dict[str, str]
+    ) -> PutMessageResult:
+        try:
+            result = append(arg)
+        except MessageIllegalError as exc:
+            status = (
+                PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+                if "properties are" in exc.remark
+                else PutMessageStatus.MESSAGE_ILLEGAL
+            )
+            return PutMessageResult(status, exc.remark)
+        except DiskFullError as exc:
+            self._note_disk_full(exc)
+            return PutMessageResult(
+                PutMessageStatus.DISK_FULL,
+                f"the store is read-only: {self.disk_full_reason}; writes resume when space returns",
+            )
+        except OSError as exc:
+            return PutMessageResult(
+                PutMessageStatus.CREATE_MAPPED_FILE_FAILED, f"cannot write the commit log: {exc}"
+            )
+        if self._sync_flush and props.get(PROPERTY_WAIT_STORE_MSG_OK, "true") != "false":
+            result.flush_future = self.flush_service.request(result.wrote_offset + result.wrote_bytes)
+        return result
+
+    def put_message(self, msg: MessageInner) -> PutMessageResult:
+        """Append and, under SYNC_FLUSH, wait for the disk (FLUSH_DISK_TIMEOUT on timeout)."""
+        return self._wait_flushed(self.append(msg))
+
+    def put_messages(self, msgs: Sequence[MessageInner]) -> PutMessageResult:
+        """Append a batch and, under SYNC_FLUSH, wait for the disk."""
+        return self._wait_flushed(self.append_batch(msgs))
+
+    def _wait_flushed(self, result: PutMessageResult) -> PutMessageResult:
+        future = result.flush_future
+        if future is None:
+            return result
+        try:
+            durable = future.result(timeout=self.config.sync_flush_timeout / 1000)
+        except FutureTimeout:
+            durable = False
+        if not durable:
+            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+            result.remark = f"not flushed within syncFlushTimeout ({self.config.sync_flush_timeout} ms)"
+        return result
+
+    # -- disk space --------------------------------------------------------------------
+
+    def _note_disk_full(self, exc: OSError) -> None:
+        if self.disk_full_reason is None:
+            log.error("disk full, store is read-only: %s", exc)
+        self.disk_full_reason = f"no space left for new files ({exc.strerror or exc})"
+        self._disk_full_checked = time.monotonic()
+
+    def _retry_after_disk_full(self) -> bool:
+        """Try, at most once a second, whether space has returned; True when writable again."""
+        if time.monotonic() - getattr(self, "_disk_full_checked", 0.0) < 1.0:
+            return False
+        self._disk_full_checked = time.monotonic()
+        self.check_disk_space()
+        return self.disk_full_reason is None
+
+    def check_disk_space(self) -> float:
+        """Re-evaluate the read-only state from the disk; return the used ratio."""
+        ratio = disk_used_ratio(self.root)
+        if ratio > self.config.disk_space_warning_level_ratio:
+            if self.disk_full_reason is None:
+                log.error("disk %.0f%% used: the store stops accepting writes", ratio * 100)
+            self.disk_full_reason = (
+                f"disk {ratio:.0%} used, above diskSpaceWarningLevelRatio "
+                f"({self.config.disk_space_warning_level_ratio:.0%})"
+            )
+            return ratio
+        if self.disk_full_reason is not None and self.commit_log.disk_full_since is not None:
+            # The last failure was a file that could not be created: try one now.
+            try:
+                probe = self.root / "commitlog" / ".space-probe"
+                fd = os.open(probe, os.O_RDWR | os.O_CREAT, 0o644)
+                try:
+                    os.posix_fallocate(fd, 0, self.config.mapped_file_size_commit_log)
+                finally:
+                    os.close(fd)
+                    probe.unlink(missing_ok=True)
+            except OSError:
+                return ratio
+            self.commit_log.disk_full_since = None
+        if self.disk_full_reason is not None:
+            log.warning("disk space is back (%.0f%% used): the store accepts writes again", ratio * 100)
+        self.disk_full_reason = None
+        return ratio
+
+    # -- the logics flush cycle --------------------------------------------------------
+
+    def _flush_logics(self) -> None:
+        """Flush consume queues and index, then checkpoint how far they are durable."""
+        with self._logics_lock:
+            with self.schedule.delivery_lock:
+                dispatched = self.dispatcher.dispatched_offset
+                last_ts = self.dispatcher.last_store_timestamp
+                try:
+                    self.schedule.persist()
+                except Exception:
+                    log.exception("persisting delay offsets failed")
+                    return
+            self.consume_queues.flush()
+            if self.index is not None:
+                self.index.flush()
+            physic = self.commit_log.flush() if not self._sync_flush else self.commit_log.flushed_offset
+            if self.checkpoint is not None:
+                self.checkpoint.write(
+                    Checkpoint(
+                        physic_msg_timestamp=last_ts,
+                        logics_msg_timestamp=last_ts,
+                        index_msg_timestamp=last_ts,
+                        physic_offset=physic,
+                        logics_offset=dispatched,
+                        index_offset=dispatched,
+                    )
+                )
+            try:
+                self.check_disk_space()
+            except OSError as exc:
+                log.warning("disk check failed: %s", exc)
+
+    def persist_offsets(self) -> None:
+        """Write consumer offsets to disk now (the offset-persistence job calls this)."""
+        self.consumer_offsets.persist()
+
+    # -- reads -----------------------------------------------------------------------
+
+    def get_message(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        tags_codes: Iterable[int] | None = None,
+    ) -> GetMessageResult:
+        """Read up to ``max_count`` records of a queue from ``offset`` (a pull).
+
+        ``tags_codes``: when given, only records whose tag hash is in it are returned
+        (entries that do not match are skipped and counted in ``next_begin_offset``).
+        """
+        cq = self.consume_queues.find(topic, queue_id)
+        if cq is None:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        min_offset, max_offset = cq.min_offset, cq.max_offset
+        if max_offset == 0:
+            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+        if offset < min_offset:
+            return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
+        if offset == max_offset:
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
+        if offset > max_offset:
+            next_offset = min_offset if min_offset == 0 else max_offset
+            return GetMessageResult(
+                GetMessageStatus.OFFSET_OVERFLOW_BADLY, next_offset, min_offset, max_offset
+            )
+        wanted = frozenset(tags_codes) if tags_codes is not None else None
+        max_count = max(1, min(max_count, self.config.max_transfer_count_on_message_in_memory))
+        max_bytes = self.config.max_transfer_bytes_on_message_in_memory
+        result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
+        messages, offsets = result.messages, result.queue_offsets
+        read = self.commit_log.read
+        scanned = 0
+        total_bytes = 0
+        cursor = offset
+        missing = False
+        while cursor < max_offset and len(messages) < max_count and scanned < MAX_FILTER_MESSAGE_COUNT:
+            entries = cq.entries(cursor, min(max_offset - cursor, MAX_FILTER_MESSAGE_COUNT - scanned))
+            if not entries:
+                break
+            for phys, size, tag in entries:
+                if size == BLANK_ENTRY_SIZE or (wanted is not None and tag not in wanted):
+                    cursor += 1
+                    scanned += 1
+                    continue
+                if messages and total_bytes + size > max_bytes:
+                    break
+                record = read(phys, size)
+                if record is None:
+                    missing = True
+                    cursor += 1
+                    scanned += 1
+                    continue
+                messages.append(record)
+                offsets.append(cursor)
+                total_bytes += size
+                cursor += 1
+                scanned += 1
+                if len(messages) >= max_count:
+                    break
+            else:
+                continue
+            break
+        result.next_begin_offset = cursor
+        if messages:
+            result.status = GetMessageStatus.FOUND
+        elif missing:
+            result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+        return result
+
+    def look_message_by_offset(self, phys: int) -> MessageExt | None:
+        """The decoded record at commit-log offset ``phys``, or None."""
+        raw = self.commit_log.read_record(phys)
+        if raw is None:
+            return None
+        try:
+            return decode_record(raw)
+        except RecordFormatError:
+            return None
+
+    def view_message_by_id(self, msg_id: str) -> MessageExt | None:
+        """The message with this offset msgId (raises MessageIllegalError for a bad id)."""
+        _host, phys = decode_message_id(msg_id)
+        return self.look_message_by_offset(phys)
+
+    def query_message(
+        self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0, end_ms: int | None = None
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` whose KEYS or UNIQ_KEY include ``key``, newest first."""
+        if self.index is None:
+            return []
+        end_ms = end_ms if end_ms is not None else self.clock_ms() + 1
+        found: list[MessageExt] = []
+        for phys in self.index.query(topic, key, max_num * 2, begin_ms, end_ms):
+            msg = self.look_message_by_offset(phys)
+            # The index stores hashes: confirm the record really carries the key.
+            if msg is None or msg.topic != topic:
+                continue
+            props = msg.properties
+            keys = (props.get(PROPERTY_KEYS) or "").split(" ")
+            if key != props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) and key not in keys:
+                continue
+            found.append(msg)
+            if len(found) >= max_num:
+                break
+        return found
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.find(topic, queue_id)
+        return cq.min_offset if cq is not None else 0
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.find(topic, queue_id)
+        return cq.max_offset if cq is not None else 0
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """First queue offset stored at or after ``timestamp_ms`` (max offset if none)."""
+        cq = self.consume_queues.find(topic, queue_id)
+        if cq is None:
+            return 0
+        return cq.offset_by_time(timestamp_ms, self.commit_log.store_timestamp_at)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the message at a queue offset (-1 when there is none)."""
+        cq = self.consume_queues.find(topic, queue_id)
+        entry = cq.get(offset) if cq is not None else None
+        return self.commit_log.store_timestamp_at(entry[0]) if entry is not None else -1
+
+    def get_earliest_message_time(self, topic: str | None = None, queue_id: int = 0) -> int:
+        """Store time of the oldest message (of one queue, or of the whole store); -1 if none."""
+        if topic is None:
+            return self.commit_log.store_timestamp_at(self.commit_log.min_offset)
+        cq = self.consume_queues.find(topic, queue_id)
+        if cq is None:
+            return -1
+        return self.get_message_store_timestamp(topic, queue_id, cq.min_offset)
+
+    def topics(self) -> list[str]:
+        return sorted(self.consume_queues.queues)
+
+    # -- delay and expiry --------------------------------------------------------------
+
+    def deliver_due(self, now_ms: int | None = None) -> tuple[int, int | None]:
+        """Deliver due delayed messages; see ``ScheduleMessageService.deliver_due``."""
+        return self.schedule.deliver_due(self.clock_ms() if now_ms is None else now_ms)
+
+    def delete_expired_files(self, now_ms: int | None = None, *, manual: bool = False) -> ExpiryReport:
+        """Run expiry now: delete what RocketMQ's rules allow (see ``cleanup``)."""
+        now_ms = self.clock_ms() if now_ms is None else now_ms
+        ratio = disk_used_ratio(self.root)
+        decision = decide_expiry(self.config, now_ms, ratio, manual=manual)
+        report = ExpiryReport(ran=decision.run, reason=decision.reason, disk_used_ratio=ratio)
+        if decision.run:
+            expired_before = now_ms - self.config.file_reserved_time * 3_600_000
+            report.commit_log_files_deleted = self.commit_log.delete_expired_files(
+                expired_before, force=decision.force, max_count=self.config.delete_files_batch_max
+            )
+            self._delete_logics_below(self.commit_log.min_offset, report)
+        report.commit_log_min_offset = self.commit_log.min_offset
+        self.check_disk_space()
+        return report
+
+    def _delete_logics_below(self, commit_min: int, report: ExpiryReport) -> None:
+        for cq in self.consume_queues:
+            report.consume_queue_files_deleted += cq.delete_expired_files(commit_min)
+        if self.index is not None:
+            report.index_files_deleted += self.index.delete_files_below(commit_min)
+
+    # -- maintenance ---------------------------------------------------------------------
+
+    def delete_topic(self, topic: str) -> None:
+        """Forget a topic's consume queues (its records expire with the commit log)."""
+        self.consume_queues.delete_topic(topic)
+        with self.commit_log.put_lock:
+            for key in [k for k in self.commit_log.topic_queue_table if k[0] == topic]:
+                del self.commit_log.topic_queue_table[key]
+
+    def wait_dispatched(self, timeout: float = 5.0) -> bool:
+        """Block until every appended record is in the consume queues and index."""
+        return self.dispatcher.wait_dispatched(self.commit_log.max_offset, timeout)
+
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        self.dispatcher.listeners.append(listener)
+
+    def check(self) -> list[str]:
+        """Self-check every file kind; return the problems found (empty when healthy)."""
+        if self._closed:
+            raise StoreClosedError("the store is closed")
+        self.wait_dispatched()
+        problems = list(self.open_problems)
+        commit_max = self.commit_log.max_offset
+        for cq in self.consume_queues:
+            problems.extend(cq.check(commit_max))
+            problems.extend(self._check_queue_records(cq.topic, cq.queue_id))
+        if self.index is not None:
+            problems.extend(self.index.check())
+        return problems
+
+    def _check_queue_records(self, topic: str, queue_id: int) -> list[str]:
+        """Spot-check that a queue's first and last entries point at their own records."""
+        cq = self.consume_queues.find(topic, queue_id)
+        problems: list[str] = []
+        if cq is None or cq.max_offset == 0:
+            return problems
+        for offset in {cq.min_offset, cq.max_offset - 1}:
+            entry = cq.get(offset)
+            if entry is None:
+                continue
+            msg = self.look_message_by_offset(entry[0])
+            if msg is None:
+                problems.append(f"consume queue {topic}-{queue_id}: entry {offset} points at no record")
+            elif (msg.topic, msg.queue_id, msg.queue_offset) != (topic, queue_id, offset):
+                problems.append(
+                    f"consume queue {topic}-{queue_id}: entry {offset} points at "
+                    f"{msg.topic}-{msg.queue_id}@{msg.queue_offset}"
+                )
+        return problems
+
+    def rebuild_consume_queues(self) -> None:
+        """Delete every consume queue and index file and rebuild them from the commit log.
+
+        Only on a closed store: call on a fresh ``MessageStore`` before ``open``.
+        """
+        if self._opened:
+            raise RuntimeError("rebuild_consume_queues must run before open()")
+        self.consume_queues.destroy()
+        if self.index is not None:
+            import shutil
+
+            shutil.rmtree(self.root / "index", ignore_errors=True)
+        (self.root / "checkpoint").unlink(missing_ok=True)
+
+    @property
+    def stats(self) -> dict[str, int | float | str | None]:
+        """Runtime figures (the broker's GET_BROKER_RUNTIME_INFO draws on these)."""
+        return {
+            "commitLogMinOffset": self.commit_log.min_offset,
+            "commitLogMaxOffset": self.commit_log.max_offset,
+            "commitLogFlushedOffset": self.flush_service.flushed_offset,
+            "dispatchBehindBytes": self.commit_log.max_offset - self.dispatcher.dispatched_offset,
+            "fsyncCount": self.flush_service.fsync_count,
+            "scheduleDelivered": self.schedule.delivered_total,
+            "diskFull": self.disk_full_reason,
+        }
