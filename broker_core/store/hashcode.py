@@ -2,12 +2,14 @@
 
 h = sum(u[i] * 31**(n-1-i)) over the string's UTF-16 code units, wrapped to a signed
 32-bit int.  The ASCII fast path multiplies the bytes by precomputed powers in C
-(``map(operator.mul, ...)``) instead of looping in Python, which matters because the
-dispatcher hashes one or two index keys per message.
+(``map(operator.mul, ...)``) instead of looping in Python.  The dispatcher hashes one or
+two index keys per message, so the C version in ``_speedups.c`` is used when it was
+built; this module's Python version is the reference it is tested against.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from operator import mul
 from struct import unpack
 
@@ -23,8 +25,8 @@ def _powers(n: int) -> tuple[int, ...]:
     return table
 
 
-def java_hash_code(text: str) -> int:
-    """Return Java's ``text.hashCode()`` as a signed 32-bit int."""
+def py_java_hash_code(text: str) -> int:
+    """Return Java's ``text.hashCode()`` as a signed 32-bit int (reference version)."""
     if text.isascii():
         units: bytes | tuple[int, ...] = text.encode("ascii")
     else:
@@ -34,8 +36,20 @@ def java_hash_code(text: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+try:  # the C version, built by the project's install when a compiler is present
+    from broker_core.store._speedups import java_hash_code
+except ImportError:  # pragma: no cover - exercised on machines without a compiler
+    java_hash_code = py_java_hash_code
+
+HAVE_SPEEDUPS = java_hash_code is not py_java_hash_code
+
+
+@lru_cache(maxsize=8192)
 def tags_code(tags: str | None) -> int:
-    """Consume-queue tag hash for a TAGS property value (0 for no tag)."""
+    """Consume-queue tag hash for a TAGS property value (0 for no tag).
+
+    Cached: applications use a handful of tags, and every message is hashed.
+    """
     if not tags:
         return 0
     return java_hash_code(tags)

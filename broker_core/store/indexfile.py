@@ -79,6 +79,17 @@ from typing import Final
 
 from broker_core.errors import ConfigError, CorruptFileError, StoreClosedError
 from broker_core.store.hashcode import index_key_hash
+from broker_core.store.mappedfile import populate
+
+_POPULATE_ENTRIES = 200_000  # entries (4 MB) faulted in ahead of the writer at a time
+
+try:  # C inner loop for put_items; put_key is the reference it must agree with
+    from broker_core.store._speedups import index_put_many as _c_put_many
+except ImportError:  # pragma: no cover - machines without a compiler
+    _c_put_many = None
+
+# (topic, key, commit-log offset, store timestamp ms): one key of one record.
+IndexItem = tuple[str, str, int, int]
 
 __all__ = [
     "HASH_SLOT_SIZE",
@@ -211,6 +222,11 @@ class IndexFile:
             raise
         self._flushed_count = self._count
         self._modified = False
+        # Pages are faulted in ahead of the writer (slot table at once, entries in
+        # windows) so the dispatcher never takes first-touch faults while holding the GIL.
+        populate(self._mm, 0, self._entries_pos)
+        self._populated_to = self._entries_pos
+        self._populate_entries(self._count)
 
     def _create(self) -> int:
         if self._path.exists():
@@ -366,6 +382,53 @@ class IndexFile:
             count,
         )
         return True
+
+    def _populate_entries(self, count: int) -> None:
+        end = self._entries_pos + (count + _POPULATE_ENTRIES) * INDEX_SIZE
+        if end > self._populated_to:
+            end = min(max(end, self._populated_to + _POPULATE_ENTRIES * INDEX_SIZE), self._size)
+            populate(self._mm, self._populated_to, end - self._populated_to)
+            self._populated_to = end
+
+    def put_items(self, items: list[IndexItem], start: int = 0) -> int:
+        """Put ``items[start:]`` (``topic#key`` each) until the file is full.
+
+        Returns the position of the first item not put (``len(items)`` when all fit).
+        Same result as ``put_key`` per item; the header is written once at the end.
+        """
+        if start >= len(items) or self._count >= self._index_num:
+            return start
+        if self._count == 1:
+            self._begin_ts = items[start][3]
+            self._begin_phy = items[start][2]
+        self._populate_entries(self._count + len(items) - start)
+        if _c_put_many is None:
+            done = start
+            for topic, key, phy, ts in items[start:]:
+                if not self.put_key(f"{topic}#{key}", phy, ts):
+                    break
+                done += 1
+            return done
+        count, slot_count, done = _c_put_many(
+            self._mm,
+            self._slots,
+            self._index_num,
+            self._count,
+            self._slot_count,
+            self._begin_ts,
+            items,
+            start,
+        )
+        if done > start:
+            last = items[done - 1]
+            self._count = count
+            self._slot_count = slot_count
+            self._end_ts = last[3]
+            self._end_phy = last[2]
+            _pack_header(
+                self._mm, 0, self._begin_ts, self._end_ts, self._begin_phy, self._end_phy, slot_count, count
+            )
+        return done
 
     def truncate(self, phy_offset: int) -> None:
         """Drop every entry whose phyOffset is ``>= phy_offset``.
@@ -725,6 +788,38 @@ class IndexService:
                 if current is None or not current.put_key(name, phy_offset, store_timestamp_ms):
                     current = self._roll()
                     current.put_key(name, phy_offset, store_timestamp_ms)
+
+    def build_index_many(self, records: list[tuple[str, int, int, str | None, str | None]]) -> None:
+        """``build_index`` for many records at once: (topic, phy, ts, uniq_key, keys) each.
+
+        Records must come in commit-log order.  Records at or below the newest indexed
+        offset go through ``build_index`` (which skips or completes them); the rest are
+        put in one pass per file.
+        """
+        with self._lock:
+            files = self._files
+            end = files[-1]._end_phy if files else -1
+            items: list[IndexItem] = []
+            for topic, phy, ts, uniq_key, keys in records:
+                if phy <= end:
+                    self.build_index(topic, phy, ts, uniq_key, keys)
+                    continue
+                if uniq_key:
+                    items.append((topic, uniq_key, phy, ts))
+                if keys:
+                    if KEY_SEPARATOR in keys:
+                        items.extend(
+                            (topic, key, phy, ts) for key in dict.fromkeys(keys.split(KEY_SEPARATOR)) if key
+                        )
+                    else:
+                        items.append((topic, keys, phy, ts))
+            done = 0
+            current = self._files[-1] if self._files else None
+            while done < len(items):
+                if current is not None:
+                    done = current.put_items(items, done)
+                if done < len(items):
+                    current = self._roll()
 
     def _complete_record(
         self, topic: str, phy_offset: int, store_timestamp_ms: int, uniq_key: str | None, keys: str | None
