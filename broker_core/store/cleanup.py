@@ -21,11 +21,16 @@ from broker_core.config import StoreConfig
 
 
 def disk_used_ratio(path: Path) -> float:
-    """Fraction of the file system holding ``path`` that is in use (0.0 - 1.0)."""
+    """Fraction of the space usable on ``path``'s file system that is in use (0.0 - 1.0).
+
+    Computed as ``df`` does, used / (used + available): blocks reserved for root count as
+    neither, since the store cannot use them.
+    """
     usage = shutil.disk_usage(path)
-    if usage.total <= 0:
+    usable = usage.used + usage.free
+    if usable <= 0:
         return 0.0
-    return (usage.total - usage.free) / usage.total
+    return usage.used / usable
 
 
 def is_delete_hour(config: StoreConfig, now_ms: int) -> bool:

@@ -37,6 +37,9 @@ from broker_core.store.message import (
     END,
     HEADER_V4_SIZE,
     MESSAGE_MAGIC_CODE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
     DispatchRequest,
     MessageInner,
     blank_marker,
@@ -50,6 +53,7 @@ from broker_core.store.results import PutMessageResult, PutMessageStatus
 log = logging.getLogger(__name__)
 
 END_FILE_MIN_BLANK_LENGTH = 8
+_NO_QUEUE_SLOT = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 # (physical offset, size, queue offset, store timestamp, message): what the dispatcher
@@ -85,6 +89,8 @@ class CommitLog:
         # Appended records awaiting dispatch, oldest first; the dispatcher drains it.
         self.appended: deque[Appended] = deque()
         self._clock_ms = clock_ms
+        # End of the last record (the write position may be past it, after a blank marker).
+        self.records_end = 0
         # Set when a file could not be created for lack of space; cleared by a later success.
         self.disk_full_since: float | None = None
 
@@ -145,7 +151,10 @@ class CommitLog:
                 mf = self._writable_file(size)
             pos = mf.wrote_position
             phys = mf.file_from_offset + pos
-            queue_offset = table.get(key, 0)
+            # Half and rollback messages never enter a consume queue, so they take no slot.
+            queue_offset = (
+                table.get(key, 0) if msg.sys_flag & TRANSACTION_TYPE_MASK not in _NO_QUEUE_SLOT else 0
+            )
             store_ts = self._clock_ms()
             mm = mf.mm
             if fast:
@@ -177,7 +186,9 @@ class CommitLog:
                 finish_record(record, queue_offset, phys, store_ts)
                 mm[pos : pos + size] = record
             mf.wrote_position = pos + size
-            table[key] = queue_offset + 1
+            self.records_end = pos + size + mf.file_from_offset
+            if msg.sys_flag & TRANSACTION_TYPE_MASK not in _NO_QUEUE_SLOT:
+                table[key] = queue_offset + 1
             self.appended.append((phys, size, queue_offset, store_ts, msg))
         return PutMessageResult(
             PutMessageStatus.PUT_OK, "", phys, size, queue_offset, store_ts, 1, (phys,), store_host
@@ -212,8 +223,11 @@ class CommitLog:
             mm = mf.mm
             for msg, (size, crc, sys_flag, tail) in zip(msgs, prepared, strict=True):
                 key = (msg.topic, msg.queue_id)
-                queue_offset = table.get(key, 0)
-                table[key] = queue_offset + 1
+                if msg.sys_flag & TRANSACTION_TYPE_MASK in _NO_QUEUE_SLOT:
+                    queue_offset = 0
+                else:
+                    queue_offset = table.get(key, 0)
+                    table[key] = queue_offset + 1
                 if first_queue_offset < 0:
                     first_queue_offset = queue_offset
                 phys = base + pos
@@ -250,6 +264,7 @@ class CommitLog:
                 appended.append((phys, size, queue_offset, store_ts, msg))
                 pos += size
             mf.wrote_position = pos
+            self.records_end = base + pos
         return PutMessageResult(
             PutMessageStatus.PUT_OK,
             "",
@@ -336,11 +351,10 @@ class CommitLog:
             return 0
         start_offset = min(max(start_offset, self.queue.min_offset), self.queue.max_offset)
         index = min((start_offset - files[0].file_from_offset) // self.file_size, len(files) - 1)
-        pos = start_offset - files[index].file_from_offset
-        head = files[index].mm[pos : pos + 8]
-        if pos and head.strip(b"\0") and check_record(files[index].mm, pos, self.file_size)[0] == END:
-            log.warning("checkpoint offset %d is not a record boundary; rescanning its file", start_offset)
-            pos = 0
+        # Validate from the start of that file (a record always begins there), not from the
+        # offset itself: bytes before it may have been lost or damaged since it was written.
+        # Re-dispatching the records in between is idempotent.
+        pos = 0
         end = files[index].file_from_offset + pos
         while index < len(files):
             mf = files[index]
@@ -361,6 +375,7 @@ class CommitLog:
             assert size == END
             break
         self.truncate(end)
+        self.records_end = end
         return end
 
     def truncate(self, offset: int) -> None:

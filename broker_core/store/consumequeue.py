@@ -53,7 +53,7 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
-        self.queue = MappedFileQueue(directory, file_size)
+        self.queue = MappedFileQueue(directory, file_size, warm_new_files=True)
         # End (offset + size) of the newest record entered; -1 when empty.
         self.max_physic_offset = -1
         # First queue offset whose record may still exist.
@@ -119,31 +119,39 @@ class ConsumeQueue:
     def put_many(self, entries: list[Entry], first_offset: int) -> None:
         """Enter consecutive records starting at queue offset ``first_offset``.
 
-        The common case (appending right at the end, all in the current file) is one
-        ``pack_into``; anything else goes entry by entry through ``put``.
+        The common case (appending right at the end, within the current file) costs one
+        ``pack_into`` per 256 entries; anything else goes entry by entry through ``put``.
         """
-        mf = self.queue.last
+        done = 0
         count = len(entries)
+        while done < count:
+            chunk = entries[done : done + _MAX_PACK]
+            if not self._pack_at_end(chunk, first_offset + done):
+                put = self.put
+                for index, (phys, size, tags_code) in enumerate(chunk, start=first_offset + done):
+                    if not put(phys, size, tags_code, index):
+                        return
+            done += len(chunk)
+
+    def _pack_at_end(self, chunk: list[Entry], first_offset: int) -> bool:
+        mf = self.queue.last
+        count = len(chunk)
         if (
-            mf is not None
-            and count <= _MAX_PACK
-            and mf.file_from_offset + mf.wrote_position == first_offset * CQ_STORE_UNIT_SIZE
-            and mf.wrote_position + count * CQ_STORE_UNIT_SIZE <= mf.file_size
-            and entries[0][0] >= self.max_physic_offset
+            mf is None
+            or mf.file_from_offset + mf.wrote_position != first_offset * CQ_STORE_UNIT_SIZE
+            or mf.wrote_position + count * CQ_STORE_UNIT_SIZE > mf.file_size
+            or chunk[0][0] < self.max_physic_offset
         ):
-            packer = _PACKERS.get(count)
-            if packer is None:
-                packer = _PACKERS[count] = struct.Struct(">" + "qiq" * count)
-            pos = mf.wrote_position
-            packer.pack_into(mf.mm, pos, *[field for entry in entries for field in entry])
-            mf.wrote_position = pos + count * CQ_STORE_UNIT_SIZE
-            last = entries[-1]
-            self.max_physic_offset = last[0] + last[1]
-            return
-        put = self.put
-        for index, (phys, size, tags_code) in enumerate(entries):
-            if not put(phys, size, tags_code, first_offset + index):
-                return
+            return False
+        packer = _PACKERS.get(count)
+        if packer is None:
+            packer = _PACKERS[count] = struct.Struct(">" + "qiq" * count)
+        pos = mf.wrote_position
+        packer.pack_into(mf.mm, pos, *[field for entry in chunk for field in entry])
+        mf.wrote_position = pos + count * CQ_STORE_UNIT_SIZE
+        last = chunk[-1]
+        self.max_physic_offset = last[0] + last[1]
+        return True
 
     def flush(self) -> None:
         self.queue.flush()
@@ -266,7 +274,11 @@ class ConsumeQueue:
 
     def correct_min_offset(self, commit_log_min_offset: int) -> None:
         """Move ``min_offset`` to the first entry whose record is still in the commit log."""
-        lo, hi = self.min_offset, self.max_offset
+        first = self.queue.first
+        lo = self.min_offset
+        if first is not None:
+            lo = max(lo, first.file_from_offset // CQ_STORE_UNIT_SIZE)
+        hi = self.max_offset
 
         def gone(offset: int) -> bool:
             entry = self.entries(offset, 1)

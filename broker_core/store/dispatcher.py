@@ -1,7 +1,14 @@
 """The dispatcher: follows the commit log and updates consume queues and the index (RocketMQ *reput*).
 
 In normal running the commit log hands each append's dispatch entry to ``CommitLog.appended``
-and this thread drains it in commit-log order, so nothing is decoded twice.  After a crash
+and the dispatcher drains it in commit-log order, so nothing is decoded twice.
+
+Who drains: under the GIL a second thread adds no parallelism, only lock handoffs, which
+cost more than the dispatching itself.  So the work is shared: while appends keep coming,
+the appending thread drains every ``INLINE_DRAIN_THRESHOLD`` records (``maybe_drain``), and
+the dispatcher thread only drains a tail that nobody else is draining, within about a
+poll interval of the last append.  Either way records are dispatched in order, by one
+thread at a time, shortly after the append returned.  After a crash
 (or to rebuild) the store re-reads the log and feeds ``dispatch_request`` instead; both
 paths produce the same entries, which the rebuild test checks byte for byte.
 
@@ -43,6 +50,7 @@ _SKIP_CQ = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _RETRY_SECONDS = 1.0
 POLL_INTERVAL_SECONDS = 0.001
 MAX_BATCH = 4096
+INLINE_DRAIN_THRESHOLD = 256
 
 
 class Dispatcher:
@@ -67,6 +75,7 @@ class Dispatcher:
         self._on_disk_full = on_disk_full
         self._stopping = False
         self._thread: threading.Thread | None = None
+        self._drain_lock = threading.Lock()
 
     # -- entry points ------------------------------------------------------------------
 
@@ -94,12 +103,16 @@ class Dispatcher:
     # -- the loop ----------------------------------------------------------------------
 
     def _run(self) -> None:
-        # Poll rather than be signalled: an Event.set per append would cost more than the
-        # append itself, and under load each poll finds a large batch to dispatch at once.
         appended = self.commit_log.appended
+        seen = -1
         while not self._stopping:
+            time.sleep(POLL_INTERVAL_SECONDS)
             if not appended:
-                time.sleep(POLL_INTERVAL_SECONDS)
+                continue
+            progress = self.dispatched_offset
+            if progress != seen and len(appended) < INLINE_DRAIN_THRESHOLD:
+                # Someone (the appending thread) is draining: leave the tail to it for now.
+                seen = progress
                 continue
             try:
                 self.drain()
@@ -107,26 +120,42 @@ class Dispatcher:
                 log.error("dispatch failed, retrying in %.0fs: %s", _RETRY_SECONDS, exc)
                 self._on_disk_full(exc)
                 time.sleep(_RETRY_SECONDS)
+            seen = self.dispatched_offset
 
-    def drain(self) -> int:
-        """Dispatch every appended record now; return how many.  One thread at a time.
-
-        Entries are taken as a batch; consume-queue entries are grouped per queue and
-        written with one call per group; index keys are added in commit-log order.  If a
-        write fails (no space for a new file) the whole batch goes back to the head of
-        the queue: re-dispatching is idempotent, so nothing is lost or doubled.
-        """
-        appended = self.commit_log.appended
-        total = 0
-        while appended:
-            batch = [appended.popleft() for _ in range(min(len(appended), MAX_BATCH))]
+    def maybe_drain(self) -> None:
+        """Drain now if enough records are waiting (called by the appending thread)."""
+        if len(self.commit_log.appended) >= INLINE_DRAIN_THRESHOLD and self._thread is not None:
             try:
-                self._dispatch_batch(batch)
-            except BaseException:
-                appended.extendleft(reversed(batch))
-                raise
-            total += len(batch)
-        return total
+                self.drain(blocking=False)
+            except OSError as exc:  # the dispatcher thread retries; the append itself succeeded
+                self._on_disk_full(exc)
+
+    def drain(self, *, blocking: bool = True) -> int:
+        """Dispatch every appended record now; return how many.
+
+        One thread at a time: with ``blocking=False`` a call that finds another thread
+        draining returns 0 at once.  Entries are taken as a batch; consume-queue entries are
+        grouped per queue and written with one call per group; index keys are added in
+        commit-log order.  If a write fails (no space for a new file) the whole batch goes
+        back to the head of the queue: re-dispatching is idempotent, so nothing is lost or
+        doubled.
+        """
+        if not self._drain_lock.acquire(blocking):
+            return 0
+        try:
+            appended = self.commit_log.appended
+            total = 0
+            while appended:
+                batch = [appended.popleft() for _ in range(min(len(appended), MAX_BATCH))]
+                try:
+                    self._dispatch_batch(batch)
+                except BaseException:
+                    appended.extendleft(reversed(batch))
+                    raise
+                total += len(batch)
+            return total
+        finally:
+            self._drain_lock.release()
 
     def _dispatch_batch(self, batch: list[Appended]) -> None:
         delays = self.delay_levels_ms
@@ -156,10 +185,12 @@ class Dispatcher:
                 arrived[key] = first_offsets[key] + len(entries)
         index = self.index
         if index is not None:
-            build = index.build_index
-            for phys, _size, _queue_offset, store_ts, msg in batch:
-                props = msg.properties
-                build(msg.topic, phys, store_ts, props.get("UNIQ_KEY"), props.get("KEYS"))
+            index.build_index_many(
+                [
+                    (msg.topic, phys, store_ts, msg.properties.get("UNIQ_KEY"), msg.properties.get("KEYS"))
+                    for phys, _size, _queue_offset, store_ts, msg in batch
+                ]
+            )
         phys, size, _queue_offset, store_ts, _msg = batch[-1]
         self.dispatched_offset = phys + size
         self.last_store_timestamp = store_ts

@@ -14,6 +14,7 @@ as the current one is taken, so an append that rolls to a new file rarely waits 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from pathlib import Path
 
@@ -54,6 +55,9 @@ class _Preallocator:
             mf = MappedFile(self._directory / offset_to_file_name(offset), self._file_size, create=True)
             if self._warm:
                 mf.warm()
+                # Write the zeros out now, on this thread: otherwise the first fsync after
+                # the file comes into use would have to write the whole file.
+                os.fdatasync(mf.fileno())
             self._file = mf
         except BaseException as exc:  # reported to whoever takes the file
             self._error = exc
@@ -75,6 +79,12 @@ class _Preallocator:
             return None
         return mf
 
+    def wait(self, timeout: float | None) -> bool:
+        with self._lock:
+            if self._offset is None:
+                return True
+        return self._done.wait(timeout)
+
     def discard(self) -> None:
         """Drop a pending file (on shutdown or truncation): it must not be left behind."""
         with self._lock:
@@ -93,10 +103,19 @@ class MappedFileQueue:
     """The files of one log in ``directory``, each ``file_size`` bytes."""
 
     def __init__(
-        self, directory: Path, file_size: int, *, preallocate: bool = False, warm: bool = False
+        self,
+        directory: Path,
+        file_size: int,
+        *,
+        preallocate: bool = False,
+        warm: bool = False,
+        warm_new_files: bool = False,
     ) -> None:
         self.directory = directory
         self.file_size = file_size
+        # Small files (consume queues) are warmed as they are created, on the writer's
+        # thread but outside the GIL.
+        self._warm_new_files = warm_new_files
         self.files: list[MappedFile] = []
         self._lock = threading.Lock()
         self._preallocator = _Preallocator(directory, file_size, warm) if preallocate else None
@@ -190,6 +209,8 @@ class MappedFileQueue:
         if mf is None:
             self.directory.mkdir(parents=True, exist_ok=True)
             mf = MappedFile.create(self.directory, offset, self.file_size)
+            if self._warm_new_files:
+                mf.warm()
         with self._lock:
             self.files = [*self.files, mf]
         if self._preallocator is not None:
@@ -211,6 +232,12 @@ class MappedFileQueue:
         if not last.is_full:
             threading.Thread(target=last.warm, name=f"warm-{last.path.name}", daemon=True).start()
         self._preallocator.request(last.file_from_offset + self.file_size)
+
+    def wait_prepared(self, timeout: float | None = None) -> bool:
+        """Wait until the file being prepared ahead (if any) is ready; True when it is."""
+        if self._preallocator is None:
+            return True
+        return self._preallocator.wait(timeout)
 
     def flush(self) -> int:
         """Flush every file with unflushed data, oldest first; return the flushed offset."""

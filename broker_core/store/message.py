@@ -30,11 +30,13 @@ This module owns the format: everything else encodes and decodes records through
 
 from __future__ import annotations
 
+import functools
 import socket
 import struct
 import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from zlib import crc32 as _crc32
 
 from broker_core.errors import MessageIllegalError
 from broker_core.store.hashcode import tags_code as _tags_code
@@ -92,8 +94,12 @@ _LONG = struct.Struct(">q")
 _MSG_ID = struct.Struct(">4siq")
 
 
+@functools.lru_cache(maxsize=4096)
 def encode_host(host: str | tuple[str, int]) -> bytes:
-    """``"ip:port"`` (or ``(ip, port)``) -> 8 bytes (IPv4) or 20 bytes (IPv6)."""
+    """``"ip:port"`` (or ``(ip, port)``) -> 8 bytes (IPv4) or 20 bytes (IPv6).
+
+    Cached: a broker sees the same few producer addresses over and over.
+    """
     if isinstance(host, str):
         ip, _, port_text = host.rpartition(":")
         ip = ip.strip("[]")
@@ -269,6 +275,29 @@ class MessageInner:
         prepared = self._prepared
         if prepared is not None:
             return prepared
+        props_raw = self._props_raw
+        if props_raw is None:
+            props_raw = encode_properties(self.properties)
+        elif len(props_raw) > MAX_PROPERTIES_BYTES:
+            raise MessageIllegalError(
+                f"message properties are {len(props_raw)} bytes; the format allows {MAX_PROPERTIES_BYTES}"
+            )
+        born = self.born_host
+        sys_flag = self.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
+        if len(born) == 20:
+            sys_flag |= BORNHOST_V6_FLAG
+        if len(store_host) == 20:
+            sys_flag |= STOREHOST_V6_FLAG
+        tail = _topic_field(self.topic) + _SHORT.pack(len(props_raw)) + props_raw
+        body = self.body
+        prepared = (
+            72 + len(born) + len(store_host) + len(body) + len(tail),
+            _crc32(body) & 0x7FFFFFFF,
+            sys_flag,
+            tail,
+        )
+        self._prepared = prepared
+        return prepared
         topic_raw = self.topic.encode("utf-8")
         if not topic_raw or len(topic_raw) > MAX_TOPIC_BYTES:
             raise MessageIllegalError(f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {len(topic_raw)}")
@@ -328,6 +357,15 @@ class MessageInner:
 #  born time, born host, store time, store host, reconsume times, prepared offset, body length)
 pack_header_v4_into = _HEADER_V4.pack_into
 HEADER_V4_SIZE = _HEADER_V4.size
+
+
+@functools.lru_cache(maxsize=65536)
+def _topic_field(topic: str) -> bytes:
+    """TOPICLENGTH + TOPIC for ``topic`` (cached: a broker has few topics, many messages)."""
+    raw = topic.encode("utf-8")
+    if not raw or len(raw) > MAX_TOPIC_BYTES:
+        raise MessageIllegalError(f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {len(raw)}")
+    return bytes((len(raw),)) + raw
 
 
 def finish_record(record: bytearray, queue_offset: int, physical_offset: int, store_timestamp: int) -> None:

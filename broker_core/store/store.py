@@ -58,6 +58,8 @@ log = logging.getLogger(__name__)
 MAX_QUEUE_ID = 1023  # RocketMQ caps a topic at 1024 queues
 # Pulls with a tag filter scan at most this many entries before answering (RocketMQ).
 MAX_FILTER_MESSAGE_COUNT = 16_000
+# A key query walks at most this many index entries sharing the key's hash.
+MAX_KEY_QUERY_SCAN = 65_536
 
 
 def _wall_clock_ms() -> int:
@@ -160,7 +162,9 @@ class MessageStore:
                 )
             cutoff = commit_min
         else:
-            cutoff = min(cp.logics_offset, cp.index_offset)
+            # Under ASYNC_FLUSH the dispatcher may have been ahead of the disk: only what the
+            # checkpoint saw flushed is known to have survived a power loss.
+            cutoff = min(cp.logics_offset, cp.index_offset, cp.physic_offset)
         # Everything derived past the cutoff may be partial: trim it and dispatch again.
         self.consume_queues.recover()
         if not self._consume_queues_present():
@@ -275,10 +279,17 @@ class MessageStore:
         """Append several messages atomically (all or none), without waiting for the disk."""
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, "the batch is empty")
+        checked: set[tuple[str, int]] = set()
+        max_size = self.config.max_message_size
         for msg in msgs:
+            key = (msg.topic, msg.queue_id)
+            body_len = len(msg.body)
+            if key in checked and 0 < body_len <= max_size:
+                continue  # same queue as a message already checked: only the body differs
             refusal = self._refusal(msg)
             if refusal is not None:
                 return refusal
+            checked.add(key)
         for msg in msgs:
             if PROPERTY_DELAY_TIME_LEVEL in msg.properties:
                 apply_delay(msg, self.schedule.max_level)
@@ -308,6 +319,7 @@ class MessageStore:
             )
         if self._sync_flush and props.get(PROPERTY_WAIT_STORE_MSG_OK, "true") != "false":
             result.flush_future = self.flush_service.request(result.wrote_offset + result.wrote_bytes)
+        self.dispatcher.maybe_drain()
         return result
 
     def put_message(self, msg: MessageInner) -> PutMessageResult:
@@ -510,19 +522,30 @@ class MessageStore:
             return []
         end_ms = end_ms if end_ms is not None else self.clock_ms() + 1
         found: list[MessageExt] = []
-        for phys in self.index.query(topic, key, max_num * 2, begin_ms, end_ms):
-            msg = self.look_message_by_offset(phys)
-            # The index stores hashes: confirm the record really carries the key.
-            if msg is None or msg.topic != topic:
-                continue
-            props = msg.properties
-            keys = (props.get(PROPERTY_KEYS) or "").split(" ")
-            if key != props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) and key not in keys:
-                continue
-            found.append(msg)
-            if len(found) >= max_num:
-                break
-        return found
+        seen: set[int] = set()
+        limit = max(max_num * 2, 16)
+        while True:
+            offsets = self.index.query(topic, key, limit, begin_ms, end_ms)
+            for phys in offsets:
+                if phys in seen:
+                    continue
+                seen.add(phys)
+                msg = self.look_message_by_offset(phys)
+                # The index stores hashes: confirm the record really carries the key.
+                if msg is None or msg.topic != topic:
+                    continue
+                props = msg.properties
+                if key != props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) and key not in (
+                    props.get(PROPERTY_KEYS) or ""
+                ).split(" "):
+                    continue
+                found.append(msg)
+                if len(found) >= max_num:
+                    return found
+            if len(offsets) < limit or limit >= MAX_KEY_QUERY_SCAN:
+                return found
+            # Other keys with the same hash crowded the answer: look further back.
+            limit *= 4
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.consume_queues.find(topic, queue_id)
@@ -596,7 +619,7 @@ class MessageStore:
 
     def wait_dispatched(self, timeout: float = 5.0) -> bool:
         """Block until every appended record is in the consume queues and index."""
-        return self.dispatcher.wait_dispatched(self.commit_log.max_offset, timeout)
+        return self.dispatcher.wait_dispatched(self.commit_log.records_end, timeout)
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         self.dispatcher.listeners.append(listener)
@@ -656,7 +679,7 @@ class MessageStore:
             "commitLogMinOffset": self.commit_log.min_offset,
             "commitLogMaxOffset": self.commit_log.max_offset,
             "commitLogFlushedOffset": self.flush_service.flushed_offset,
-            "dispatchBehindBytes": self.commit_log.max_offset - self.dispatcher.dispatched_offset,
+            "dispatchBehindBytes": self.commit_log.records_end - self.dispatcher.dispatched_offset,
             "fsyncCount": self.flush_service.fsync_count,
             "scheduleDelivered": self.schedule.delivered_total,
             "diskFull": self.disk_full_reason,

@@ -1,0 +1,71 @@
+"""Command line: ``python -m broker_core <command>``.
+
+Commands so far:
+
+* ``store check --store DIR``: open a store (recovering it if it was not closed cleanly),
+  print what it holds and run every file's self-check; exit 1 when problems are found.
+* ``store rebuild --store DIR``: rebuild consume queues and index from the commit log.
+
+The nameserver and broker commands arrive with the servers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from broker_core.config import StoreConfig
+from broker_core.store.store import MessageStore
+
+
+def _store_config(args: argparse.Namespace) -> StoreConfig:
+    return StoreConfig(str(Path(args.store).resolve()), warm_mapped_file_enable=False)
+
+
+def store_check(args: argparse.Namespace) -> int:
+    """Open, summarise and self-check a store."""
+    store = MessageStore(_store_config(args))
+    if args.rebuild:
+        store.rebuild_consume_queues()
+    with store.open():
+        log = store.commit_log
+        print(f"store: {store.root}")
+        print(f"  last stop: {'unclean (recovered)' if store.recovered_abnormally else 'clean'}")
+        print(
+            f"  commit log: {len(log.queue.files)} segment(s), offsets [{log.min_offset}, {log.max_offset})"
+        )
+        queues = list(store.consume_queues)
+        messages = sum(cq.max_offset - cq.min_offset for cq in queues)
+        print(f"  topics: {len(store.topics())}, queues: {len(queues)}, messages in queues: {messages}")
+        problems = store.check()
+        for problem in problems:
+            print(f"  PROBLEM: {problem}")
+        print("  check: " + ("ok" if not problems else f"{len(problems)} problem(s)"))
+    return 1 if problems else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m broker_core", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    commands = parser.add_subparsers(dest="command", required=True)
+    store = commands.add_parser("store", help="inspect or repair a message store")
+    store_commands = store.add_subparsers(dest="store_command", required=True)
+    for name, rebuild in (("check", False), ("rebuild", True)):
+        sub = store_commands.add_parser(name, help=f"{name} a store directory")
+        sub.add_argument("--store", required=True, help="the store's root directory")
+        sub.set_defaults(func=store_check, rebuild=rebuild)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s"
+    )
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
