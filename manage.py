@@ -3,7 +3,7 @@
 
 The bootstrap below is stdlib-only and runs before Django is imported, so a fresh clone
 needs nothing but python3 >= 3.11: it creates ``.venv``, installs the project with its
-test extra whenever ``pyproject.toml`` changed since the last install, and re-executes
+test extra whenever ``pyproject.toml`` (or a C source) changed since the last install, and re-executes
 this command with the venv's interpreter. Set ``QUIVER_NO_BOOTSTRAP=1`` to skip it.
 """
 
@@ -40,8 +40,14 @@ def running_in_venv() -> bool:
 
 
 def pyproject_digest() -> str:
-    """Return the sha256 of pyproject.toml: the install is current while the stamp holds it."""
-    return hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()
+    """Return the sha256 of pyproject.toml and the C sources it builds.
+
+    The install is current while the stamp holds it; a changed C file rebuilds it too.
+    """
+    digest = hashlib.sha256((REPO / "pyproject.toml").read_bytes())
+    for source in sorted(REPO.glob("broker_core/**/*.c")):
+        digest.update(source.read_bytes())
+    return digest.hexdigest()
 
 
 def run_step(argv: list[str]) -> None:

@@ -1,0 +1,62 @@
+"""The C speedups agree with the pure-Python reference versions they replace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker_core.store import hashcode, indexfile
+
+speedups = pytest.importorskip("broker_core.store._speedups")
+
+
+def test_it_is_built_here() -> None:
+    # The project's install compiles it on this machine; a silent fallback would hide a
+    # broken build and make the benchmark figures meaningless.
+    assert hashcode.HAVE_SPEEDUPS
+    assert indexfile._c_put_many is not None
+
+
+@given(st.text(max_size=80))
+@settings(max_examples=500)
+def test_it_hashes_any_text_like_the_python_version(text: str) -> None:
+    assert speedups.java_hash_code(text) == hashcode.py_java_hash_code(text)
+
+
+def test_it_hashes_known_java_values() -> None:
+    assert speedups.java_hash_code("hello world") == 1794106052
+    assert speedups.java_hash_code("") == 0
+    # A code point above U+FFFF counts as two UTF-16 units, as in Java.
+    assert speedups.java_hash_code("\U0001f600") == hashcode.py_java_hash_code("\U0001f600")
+
+
+def test_it_refuses_what_is_not_text() -> None:
+    with pytest.raises(TypeError):
+        speedups.java_hash_code(b"bytes")  # type: ignore[arg-type]
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["T", "Topic", "%RETRY%g"]), st.text(min_size=1, max_size=12)),
+        min_size=1,
+        max_size=60,
+    )
+)
+@settings(max_examples=60, deadline=None)
+def test_it_writes_index_files_byte_for_byte_like_put_key(
+    tmp_path_factory: pytest.TempPathFactory, keys: list[tuple[str, str]]
+) -> None:
+    directory: Path = tmp_path_factory.mktemp("idx")
+    fast = indexfile.IndexFile(directory / "20260101000000000", 7, 40, create=True)
+    slow = indexfile.IndexFile(directory / "20260101000000001", 7, 40, create=True)
+    items = [(topic, key, 1000 + i * 100, 1_700_000_000_000 + i * 700) for i, (topic, key) in enumerate(keys)]
+    done = fast.put_items(items)
+    for topic, key, phy, ts in items[:done]:
+        assert slow.put_key(f"{topic}#{key}", phy, ts)
+    assert done == min(len(items), 39)
+    assert fast._mm[:] == slow._mm[:]
+    fast.close()
+    slow.close()
