@@ -9,7 +9,8 @@ Figures (1 KiB bodies, a UNIQ_KEY and a tag on every message, as the official cl
 * append, one message at a time and in batches of 32 (ASYNC_FLUSH), with the dispatcher
   building consume queues and the index concurrently: msgs/s until the last append
   returns, and until everything is dispatched;
-* SYNC_FLUSH with 1 and with 32 concurrent writer threads (group commit);
+* SYNC_FLUSH with 1 and with 32 concurrent writers, asyncio tasks awaiting their acks as
+  the broker's connections do (group commit);
 * sequential read through the consume queues (pull-sized reads of 32);
 * key lookup latency (index query + record read + key check) with 1 M messages indexed.
 
@@ -21,6 +22,7 @@ result, dispatch) is timed.  The last line of output is one JSON object of the f
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import json
 import mmap
@@ -31,7 +33,6 @@ import statistics
 import struct
 import sys
 import tempfile
-import threading
 import time
 import zlib
 from pathlib import Path
@@ -162,29 +163,30 @@ def bench_append(directory: Path, n: int, batch: int) -> dict[str, float]:
 
 
 def bench_sync(directory: Path, total: int, writers: int) -> float:
+    """SYNC_FLUSH msgs/s with ``writers`` concurrent producers, each waiting for its ack.
+
+    The writers are asyncio tasks on one event loop, as the broker serves concurrent
+    producer connections; each awaits its message's fsync before sending the next.
+    """
     store = open_store(directory, flush_disk_type="SYNC_FLUSH")
     try:
         per_writer = total // writers
         batches = [make_messages(per_writer, start=w * per_writer) for w in range(writers)]
-        barrier = threading.Barrier(writers + 1)
         failures: list[str] = []
 
-        def writer(msgs: list[MessageInner]) -> None:
-            barrier.wait()
+        async def writer(msgs: list[MessageInner]) -> None:
             for msg in msgs:
-                result = store.put_message(msg)
+                result = await store.put_message_async(msg)
                 if result.status.value != "PUT_OK":
                     failures.append(result.status.value)
 
-        threads = [threading.Thread(target=writer, args=(b,)) for b in batches]
-        for t in threads:
-            t.start()
-        gc.collect()
-        barrier.wait()
-        started = time.perf_counter()
-        for t in threads:
-            t.join()
-        elapsed = time.perf_counter() - started
+        async def run_all() -> float:
+            started = time.perf_counter()
+            await asyncio.gather(*(writer(b) for b in batches))
+            return time.perf_counter() - started
+
+        settle_gc()
+        elapsed = asyncio.run(run_all())
         if failures:
             raise SystemExit(f"SYNC_FLUSH puts failed: {failures[:5]}")
         return per_writer * writers / elapsed

@@ -14,7 +14,6 @@ as the current one is taken, so an append that rolls to a new file rarely waits 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from pathlib import Path
 
@@ -36,10 +35,12 @@ class _Preallocator:
         self._file: MappedFile | None = None
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        # Offsets already handed out: a late request for one of them is ignored.
+        self._taken: set[int] = set()
 
     def request(self, offset: int) -> None:
         with self._lock:
-            if self._offset is not None:
+            if self._offset is not None or offset in self._taken:
                 return
             self._offset = offset
             self._file = None
@@ -55,9 +56,6 @@ class _Preallocator:
             mf = MappedFile(self._directory / offset_to_file_name(offset), self._file_size, create=True)
             if self._warm:
                 mf.warm()
-                # Write the zeros out now, on this thread: otherwise the first fsync after
-                # the file comes into use would have to write the whole file.
-                os.fdatasync(mf.fileno())
             self._file = mf
         except BaseException as exc:  # reported to whoever takes the file
             self._error = exc
@@ -72,6 +70,7 @@ class _Preallocator:
         self._done.wait()
         with self._lock:
             self._offset = None
+            self._taken.add(offset)
             mf, self._file = self._file, None
             error, self._error = self._error, None
         if error is not None:
@@ -213,15 +212,24 @@ class MappedFileQueue:
                 mf.warm()
         with self._lock:
             self.files = [*self.files, mf]
-        if self._preallocator is not None:
-            self._preallocator.request(offset + self.file_size)
         return mf
+
+    def prepare_next_if_due(self) -> None:
+        """Start preparing the file after the last once the last is half written.
+
+        Called from a background thread (the flusher), so appends never pay for the check;
+        waiting until half-way keeps the warm-up (a second of kernel time per GiB on a
+        small VM) away from a file that was only just taken into use.
+        """
+        last = self.last
+        if self._preallocator is not None and last is not None and last.wrote_position * 2 >= last.file_size:
+            self._preallocator.request(last.file_from_offset + self.file_size)
 
     def prepare_ahead(self) -> None:
         """Get the file the next append needs ready in the background (at open).
 
         With no file yet the first one is preallocated; otherwise the last file's unused
-        part is warmed and the file after it preallocated.
+        part is warmed (and the file after it prepared, if the last is half written).
         """
         if self._preallocator is None:
             return
@@ -231,7 +239,7 @@ class MappedFileQueue:
             return
         if not last.is_full:
             threading.Thread(target=last.warm, name=f"warm-{last.path.name}", daemon=True).start()
-        self._preallocator.request(last.file_from_offset + self.file_size)
+        self.prepare_next_if_due()
 
     def wait_prepared(self, timeout: float | None = None) -> bool:
         """Wait until the file being prepared ahead (if any) is ready; True when it is."""

@@ -18,6 +18,7 @@ may come from any thread.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -58,6 +59,8 @@ log = logging.getLogger(__name__)
 MAX_QUEUE_ID = 1023  # RocketMQ caps a topic at 1024 queues
 # Pulls with a tag filter scan at most this many entries before answering (RocketMQ).
 MAX_FILTER_MESSAGE_COUNT = 16_000
+# With a tag filter, consume-queue entries are read this many at a time.
+READ_CHUNK_ENTRIES = 256
 # A key query walks at most this many index entries sharing the key's hash.
 MAX_KEY_QUERY_SCAN = 65_536
 
@@ -111,7 +114,10 @@ class MessageStore:
         self.schedule = ScheduleMessageService(self.root, config.delay_levels_ms, self)
         self._sync_flush = config.flush_disk_type == "SYNC_FLUSH"
         self.flush_service = FlushCommitLogService(
-            self.commit_log.flush, sync=self._sync_flush, interval_ms=config.flush_interval_commit_log
+            self.commit_log.flush,
+            sync=self._sync_flush,
+            interval_ms=config.flush_interval_commit_log,
+            housekeeping=self.commit_log.queue.prepare_next_if_due,
         )
         self.logics_flush = PeriodicService(
             "flush-logics", self._flush_logics, config.flush_interval_consume_queue
@@ -343,6 +349,29 @@ class MessageStore:
             result.remark = f"not flushed within syncFlushTimeout ({self.config.sync_flush_timeout} ms)"
         return result
 
+    async def put_message_async(self, msg: MessageInner) -> PutMessageResult:
+        """``put_message`` for asyncio callers (the broker): waits for the disk without a thread."""
+        return await self._wait_flushed_async(self.append(msg))
+
+    async def put_messages_async(self, msgs: Sequence[MessageInner]) -> PutMessageResult:
+        """``put_messages`` for asyncio callers."""
+        return await self._wait_flushed_async(self.append_batch(msgs))
+
+    async def _wait_flushed_async(self, result: PutMessageResult) -> PutMessageResult:
+        future = result.flush_future
+        if future is None:
+            return result
+        try:
+            durable = await asyncio.wait_for(
+                asyncio.wrap_future(future), timeout=self.config.sync_flush_timeout / 1000
+            )
+        except TimeoutError:
+            durable = False
+        if not durable:
+            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+            result.remark = f"not flushed within syncFlushTimeout ({self.config.sync_flush_timeout} ms)"
+        return result
+
     # -- disk space --------------------------------------------------------------------
 
     def _note_disk_full(self, exc: OSError) -> None:
@@ -466,7 +495,9 @@ class MessageStore:
         cursor = offset
         missing = False
         while cursor < max_offset and len(messages) < max_count and scanned < MAX_FILTER_MESSAGE_COUNT:
-            entries = cq.entries(cursor, min(max_offset - cursor, MAX_FILTER_MESSAGE_COUNT - scanned))
+            # Without a filter every entry is a hit: read just what can be returned.
+            want = max_count - len(messages) if wanted is None else READ_CHUNK_ENTRIES
+            entries = cq.entries(cursor, min(max_offset - cursor, want, MAX_FILTER_MESSAGE_COUNT - scanned))
             if not entries:
                 break
             for phys, size, tag in entries:
