@@ -37,6 +37,8 @@ import time
 import zlib
 from pathlib import Path
 
+import uvloop
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from broker_core.config import StoreConfig  # noqa: E402
@@ -165,8 +167,9 @@ def bench_append(directory: Path, n: int, batch: int) -> dict[str, float]:
 def bench_sync(directory: Path, total: int, writers: int) -> float:
     """SYNC_FLUSH msgs/s with ``writers`` concurrent producers, each waiting for its ack.
 
-    The writers are asyncio tasks on one event loop, as the broker serves concurrent
-    producer connections; each awaits its message's fsync before sending the next.
+    The writers are asyncio tasks on one uvloop event loop, as the broker serves
+    concurrent producer connections; each awaits its message's fsync before sending the
+    next.
     """
     store = open_store(directory, flush_disk_type="SYNC_FLUSH")
     try:
@@ -186,7 +189,8 @@ def bench_sync(directory: Path, total: int, writers: int) -> float:
             return time.perf_counter() - started
 
         settle_gc()
-        elapsed = asyncio.run(run_all())
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            elapsed = runner.run(run_all())
         if failures:
             raise SystemExit(f"SYNC_FLUSH puts failed: {failures[:5]}")
         return per_writer * writers / elapsed

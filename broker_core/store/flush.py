@@ -18,6 +18,7 @@ the commit log) are durable; it also runs the store's periodic disk-space check.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -49,6 +50,8 @@ class FlushCommitLogService:
         self._interval = interval_ms / 1000.0
         self._lock = threading.Lock()
         self._requests: list[tuple[int, Future[bool]]] = []
+        # asyncio waiters, resolved with one thread-safe callback per loop per flush.
+        self._async_requests: list[tuple[int, asyncio.Future[bool], asyncio.AbstractEventLoop]] = []
         self._wakeup = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -68,7 +71,20 @@ class FlushCommitLogService:
             return future
         with self._lock:
             self._requests.append((end_offset, future))
-        self._wakeup.set()
+        if not self._wakeup.is_set():  # a set() is a syscall; one pending wakeup is enough
+            self._wakeup.set()
+        return future
+
+    def request_async(self, end_offset: int, loop: asyncio.AbstractEventLoop) -> asyncio.Future[bool]:
+        """Like ``request``, for a coroutine on ``loop`` (resolved on that loop)."""
+        future: asyncio.Future[bool] = loop.create_future()
+        if end_offset <= self.flushed_offset:
+            future.set_result(True)
+            return future
+        with self._lock:
+            self._async_requests.append((end_offset, future, loop))
+        if not self._wakeup.is_set():  # a set() is a syscall; one pending wakeup is enough
+            self._wakeup.set()
         return future
 
     def _run(self) -> None:
@@ -93,31 +109,46 @@ class FlushCommitLogService:
         if expected <= 1:
             return
         deadline = time.monotonic() + GROUP_COMMIT_WINDOW_SECONDS
-        while len(self._requests) < expected and time.monotonic() < deadline:
+        while len(self._requests) + len(self._async_requests) < expected and time.monotonic() < deadline:
             time.sleep(GROUP_COMMIT_POLL_SECONDS)
 
     def _flush_once(self) -> None:
         with self._lock:
             requests, self._requests = self._requests, []
-        if requests:
-            self._last_group = len(requests)
+            async_requests, self._async_requests = self._async_requests, []
+        if requests or async_requests:
+            self._last_group = len(requests) + len(async_requests)
         try:
             self.flushed_offset = self._flush()
             self.fsync_count += 1
+            ok = True
         except OSError as exc:
             log.error("commit-log flush failed: %s", exc)
-            for _, future in requests:
-                future.set_result(False)
-            return
+            ok = False
+        flushed = self.flushed_offset if ok else -1
         pending: list[tuple[int, Future[bool]]] = []
         for end, future in requests:
-            if end <= self.flushed_offset:
-                future.set_result(True)
+            if end <= flushed or not ok:
+                if future.set_running_or_notify_cancel():  # False: the waiter gave up
+                    future.set_result(ok)
             else:  # appended after the flush took its position: next round
                 pending.append((end, future))
-        if pending:
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[int, asyncio.Future[bool]]]] = {}
+        pending_async = []
+        for end, afuture, loop in async_requests:
+            if end <= flushed or not ok:
+                by_loop.setdefault(loop, []).append((end, afuture))
+            else:
+                pending_async.append((end, afuture, loop))
+        for loop, waiters in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_resolve_all, waiters, ok)
+            except RuntimeError:  # the loop was closed meanwhile: nobody is waiting
+                pass
+        if pending or pending_async:
             with self._lock:
                 self._requests[:0] = pending
+                self._async_requests[:0] = pending_async
             self._wakeup.set()
 
     def stop(self) -> None:
@@ -126,6 +157,12 @@ class FlushCommitLogService:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+
+
+def _resolve_all(waiters: list[tuple[int, asyncio.Future[bool]]], ok: bool) -> None:
+    for _end, future in waiters:
+        if not future.done():
+            future.set_result(ok)
 
 
 class PeriodicService:

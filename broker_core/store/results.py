@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import asyncio
     from concurrent.futures import Future
 
 
@@ -81,6 +82,7 @@ class PutMessageResult:
     record_offsets: tuple[int, ...] = ()
     store_host: bytes = b""
     flush_future: Future[bool] | None = None
+    async_flush: asyncio.Future[bool] | None = None
 
     @property
     def ok(self) -> bool:

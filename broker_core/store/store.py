@@ -65,6 +65,11 @@ READ_CHUNK_ENTRIES = 256
 MAX_KEY_QUERY_SCAN = 65_536
 
 
+def _expire_flush_wait(future: asyncio.Future[bool]) -> None:
+    if not future.done():
+        future.set_result(False)
+
+
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -271,17 +276,21 @@ class MessageStore:
             )
         return None
 
-    def append(self, msg: MessageInner) -> PutMessageResult:
-        """Append without waiting for the disk; under SYNC_FLUSH the result's
-        ``flush_future`` resolves when the record is durable (for asyncio callers)."""
+    def append(self, msg: MessageInner, *, waiter: str = "thread") -> PutMessageResult:
+        """Append without waiting for the disk.
+
+        Under SYNC_FLUSH the result carries what to wait on: ``flush_future`` (a
+        ``concurrent.futures.Future``) or, with ``waiter="async"`` inside a running event
+        loop, ``async_flush`` (an asyncio future on that loop).
+        """
         refusal = self._refusal(msg)
         if refusal is not None:
             return refusal
         if PROPERTY_DELAY_TIME_LEVEL in msg.properties:
             apply_delay(msg, self.schedule.max_level)
-        return self._do_append(self.commit_log.append, msg, msg.properties)
+        return self._do_append(self.commit_log.append, msg, msg.properties, waiter)
 
-    def append_batch(self, msgs: Sequence[MessageInner]) -> PutMessageResult:
+    def append_batch(self, msgs: Sequence[MessageInner], *, waiter: str = "thread") -> PutMessageResult:
         """Append several messages atomically (all or none), without waiting for the disk."""
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, "the batch is empty")
@@ -299,10 +308,10 @@ class MessageStore:
         for msg in msgs:
             if PROPERTY_DELAY_TIME_LEVEL in msg.properties:
                 apply_delay(msg, self.schedule.max_level)
-        return self._do_append(self.commit_log.append_batch, msgs, msgs[0].properties)
+        return self._do_append(self.commit_log.append_batch, msgs, msgs[0].properties, waiter)
 
     def _do_append(
-        self, append: Callable[[Any], PutMessageResult], arg: Any, props: dict[str, str]
+        self, append: Callable[[Any], PutMessageResult], arg: Any, props: dict[str, str], waiter: str
     ) -> PutMessageResult:
         try:
             result = append(arg)
@@ -324,7 +333,11 @@ class MessageStore:
                 PutMessageStatus.CREATE_MAPPED_FILE_FAILED, f"cannot write the commit log: {exc}"
             )
         if self._sync_flush and props.get(PROPERTY_WAIT_STORE_MSG_OK, "true") != "false":
-            result.flush_future = self.flush_service.request(result.wrote_offset + result.wrote_bytes)
+            end = result.wrote_offset + result.wrote_bytes
+            if waiter == "async":
+                result.async_flush = self.flush_service.request_async(end, asyncio.get_running_loop())
+            else:
+                result.flush_future = self.flush_service.request(end)
         self.dispatcher.maybe_drain()
         return result
 
@@ -351,22 +364,27 @@ class MessageStore:
 
     async def put_message_async(self, msg: MessageInner) -> PutMessageResult:
         """``put_message`` for asyncio callers (the broker): waits for the disk without a thread."""
-        return await self._wait_flushed_async(self.append(msg))
+        return await self._wait_flushed_async(self._append_for_async(self.append, msg))
 
     async def put_messages_async(self, msgs: Sequence[MessageInner]) -> PutMessageResult:
         """``put_messages`` for asyncio callers."""
-        return await self._wait_flushed_async(self.append_batch(msgs))
+        return await self._wait_flushed_async(self._append_for_async(self.append_batch, msgs))
+
+    def _append_for_async(self, append: Callable[..., PutMessageResult], arg: Any) -> PutMessageResult:
+        # The flusher resolves asyncio waiters on their loop, in bulk: no thread future.
+        result = append(arg, waiter="async")
+        return result
 
     async def _wait_flushed_async(self, result: PutMessageResult) -> PutMessageResult:
-        future = result.flush_future
+        future = result.async_flush
         if future is None:
             return result
-        try:
-            durable = await asyncio.wait_for(
-                asyncio.wrap_future(future), timeout=self.config.sync_flush_timeout / 1000
-            )
-        except TimeoutError:
-            durable = False
+        result.async_flush = None
+        timer = asyncio.get_running_loop().call_later(
+            self.config.sync_flush_timeout / 1000, _expire_flush_wait, future
+        )
+        durable = await future
+        timer.cancel()
         if not durable:
             result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
             result.remark = f"not flushed within syncFlushTimeout ({self.config.sync_flush_timeout} ms)"
