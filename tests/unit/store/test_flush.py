@@ -3,6 +3,7 @@ timer under ASYNC_FLUSH."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from pathlib import Path
@@ -71,3 +72,48 @@ def test_it_flushes_within_a_second_under_async_flush_without_making_puts_wait(t
         assert store.commit_log.flushed_offset >= end
         assert store.flush_service.flushed_offset >= end
         assert store.check() == []
+
+
+def test_it_shares_fsyncs_between_concurrent_asyncio_writers(tmp_path: Path) -> None:
+    config = tiny_config(tmp_path, flush_disk_type="SYNC_FLUSH")
+    with MessageStore(config, clock_ms=Clock()) as store:
+
+        async def writer(n: int) -> list[PutMessageStatus]:
+            statuses = []
+            for i in range(PUTS_EACH):
+                result = await store.put_message_async(message(ORDERS, n % 4, b"a%02d-%02d" % (n, i)))
+                statuses.append(result.status)
+                assert store.commit_log.flushed_offset >= result.wrote_offset + result.wrote_bytes
+            return statuses
+
+        async def main() -> list[list[PutMessageStatus]]:
+            return await asyncio.gather(*(writer(n) for n in range(WRITERS)))
+
+        fsyncs_before = store.flush_service.fsync_count
+        results = asyncio.run(main())
+        fsyncs = store.flush_service.fsync_count - fsyncs_before
+        puts = WRITERS * PUTS_EACH
+        assert [s for r in results for s in r] == [PutMessageStatus.PUT_OK] * puts
+        assert fsyncs < puts / 4, f"{fsyncs} fsyncs for {puts} puts: writers are not sharing them"
+        assert sum(len(read_queue(store, ORDERS, q)) for q in range(4)) == puts
+        assert store.check() == []
+
+
+def test_it_reports_flush_disk_timeout_to_an_asyncio_writer_and_keeps_the_message(tmp_path: Path) -> None:
+    config = tiny_config(tmp_path, flush_disk_type="SYNC_FLUSH", sync_flush_timeout=200)
+    with MessageStore(config, clock_ms=Clock()) as store:
+        store.put_message(message(body=b"first"))  # creates the file whose flush we hold up
+        flush_lock = store.commit_log.queue.files[0]._flush_lock
+
+        async def main() -> tuple[PutMessageStatus, str, int]:
+            with flush_lock:
+                result = await store.put_message_async(message(body=b"late"))
+            return result.status, result.remark, result.wrote_offset
+
+        status, remark, offset = asyncio.run(main())
+        assert status is PutMessageStatus.FLUSH_DISK_TIMEOUT
+        assert "syncFlushTimeout" in remark
+        stored = store.look_message_by_offset(offset)
+        assert stored is not None and stored.body == b"late"
+        # The flusher survived the abandoned waiter and goes on serving.
+        assert store.put_message(message(body=b"after")).status is PutMessageStatus.PUT_OK
