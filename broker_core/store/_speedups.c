@@ -16,10 +16,17 @@
  *       in indexfile.py), until the file is full.  Returns the new indexCount and
  *       hashSlotCount and the position of the first item not put.  The header itself is
  *       left to the caller.
+ *
+ *   write_records(buf, pos, base_phys, store_ts, store_host, msgs, queue_offsets) -> end
+ *       The inner loop of CommitLog.append_batch for IPv4 hosts: writes each prepared
+ *       MessageInner (msg._prepared = (size, crc, sysflag, tail)) as a record at pos,
+ *       back to back, with its queue offset, physical offset base_phys + position and
+ *       store_ts (layout in message.py).  Returns the position after the last record.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 static PyObject *
 java_hash_code(PyObject *module, PyObject *arg)
@@ -175,9 +182,138 @@ index_put_many(PyObject *module, PyObject *args)
     return Py_BuildValue("LLn", count, slot_count, i);
 }
 
+static PyObject *s_prepared, *s_queue_id, *s_flag, *s_born_timestamp, *s_born_host, *s_reconsume_times,
+    *s_prepared_transaction_offset, *s_body;
+
+static inline void put_be64(unsigned char *p, uint64_t v)
+{
+    put_be32(p, (uint32_t)(v >> 32));
+    put_be32(p + 4, (uint32_t)v);
+}
+
+static int
+attr_long(PyObject *obj, PyObject *name, long long *out)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) {
+        return -1;
+    }
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static PyObject *
+write_records(PyObject *module, PyObject *args)
+{
+    PyObject *buffer_obj, *msgs, *queue_offsets;
+    Py_ssize_t pos;
+    long long base_phys, store_ts;
+    Py_buffer host;
+    if (!PyArg_ParseTuple(args, "OnLLy*OO", &buffer_obj, &pos, &base_phys, &store_ts, &host, &msgs,
+                          &queue_offsets)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_buffer view;
+    view.obj = NULL;
+    if (host.len != 8) {
+        PyErr_SetString(PyExc_ValueError, "write_records handles IPv4 store hosts only");
+        goto done;
+    }
+    if (!PyList_Check(msgs) || !PyList_Check(queue_offsets) || PyList_GET_SIZE(msgs) != PyList_GET_SIZE(queue_offsets)) {
+        PyErr_SetString(PyExc_TypeError, "msgs and queue_offsets must be lists of the same length");
+        goto done;
+    }
+    if (PyObject_GetBuffer(buffer_obj, &view, PyBUF_WRITABLE) < 0) {
+        view.obj = NULL;
+        goto done;
+    }
+    unsigned char *base = (unsigned char *)view.buf;
+    Py_ssize_t n = PyList_GET_SIZE(msgs);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *msg = PyList_GET_ITEM(msgs, i);
+        PyObject *prepared = PyObject_GetAttr(msg, s_prepared);
+        if (prepared == NULL) {
+            goto done;
+        }
+        if (!PyTuple_Check(prepared) || PyTuple_GET_SIZE(prepared) != 4) {
+            Py_DECREF(prepared);
+            PyErr_SetString(PyExc_ValueError, "message is not prepared");
+            goto done;
+        }
+        long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(prepared, 0));
+        long long crc = PyLong_AsLongLong(PyTuple_GET_ITEM(prepared, 1));
+        long long sys_flag = PyLong_AsLongLong(PyTuple_GET_ITEM(prepared, 2));
+        PyObject *tail = PyTuple_GET_ITEM(prepared, 3);
+        long long queue_id, flag, born_ts, reconsume, prepared_offset;
+        long long queue_offset = PyLong_AsLongLong(PyList_GET_ITEM(queue_offsets, i));
+        if (PyErr_Occurred() || !PyBytes_Check(tail) || attr_long(msg, s_queue_id, &queue_id) < 0 ||
+            attr_long(msg, s_flag, &flag) < 0 || attr_long(msg, s_born_timestamp, &born_ts) < 0 ||
+            attr_long(msg, s_reconsume_times, &reconsume) < 0 ||
+            attr_long(msg, s_prepared_transaction_offset, &prepared_offset) < 0) {
+            Py_DECREF(prepared);
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_TypeError, "bad prepared message");
+            }
+            goto done;
+        }
+        PyObject *born = PyObject_GetAttr(msg, s_born_host);
+        PyObject *body = born ? PyObject_GetAttr(msg, s_body) : NULL;
+        if (body == NULL || !PyBytes_Check(born) || PyBytes_GET_SIZE(born) != 8 || !PyBytes_Check(body)) {
+            Py_XDECREF(born);
+            Py_XDECREF(body);
+            Py_DECREF(prepared);
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_ValueError, "write_records handles bytes bodies and IPv4 born hosts only");
+            }
+            goto done;
+        }
+        Py_ssize_t body_len = PyBytes_GET_SIZE(body);
+        Py_ssize_t tail_len = PyBytes_GET_SIZE(tail);
+        if (size != 88 + body_len + tail_len || pos + size > view.len) {
+            Py_DECREF(born);
+            Py_DECREF(body);
+            Py_DECREF(prepared);
+            PyErr_SetString(PyExc_ValueError, "record does not match its prepared size or overruns the buffer");
+            goto done;
+        }
+        unsigned char *p = base + pos;
+        put_be32(p, (uint32_t)size);
+        put_be32(p + 4, 0xDAA320A7u);
+        put_be32(p + 8, (uint32_t)crc);
+        put_be32(p + 12, (uint32_t)queue_id);
+        put_be32(p + 16, (uint32_t)flag);
+        put_be64(p + 20, (uint64_t)queue_offset);
+        put_be64(p + 28, (uint64_t)(base_phys + pos));
+        put_be32(p + 36, (uint32_t)sys_flag);
+        put_be64(p + 40, (uint64_t)born_ts);
+        memcpy(p + 48, PyBytes_AS_STRING(born), 8);
+        put_be64(p + 56, (uint64_t)store_ts);
+        memcpy(p + 64, host.buf, 8);
+        put_be32(p + 72, (uint32_t)reconsume);
+        put_be64(p + 76, (uint64_t)prepared_offset);
+        put_be32(p + 84, (uint32_t)body_len);
+        memcpy(p + 88, PyBytes_AS_STRING(body), (size_t)body_len);
+        memcpy(p + 88 + body_len, PyBytes_AS_STRING(tail), (size_t)tail_len);
+        pos += (Py_ssize_t)size;
+        Py_DECREF(born);
+        Py_DECREF(body);
+        Py_DECREF(prepared);
+    }
+    result = PyLong_FromSsize_t(pos);
+done:
+    if (view.obj != NULL) {
+        PyBuffer_Release(&view);
+    }
+    PyBuffer_Release(&host);
+    return result;
+}
+
 static PyMethodDef speedups_methods[] = {
     {"java_hash_code", java_hash_code, METH_O, "Java String.hashCode() of a str, as a signed 32-bit int."},
     {"index_put_many", index_put_many, METH_VARARGS, "Put (topic, key, phy, ts) items into an index file buffer."},
+    {"write_records", write_records, METH_VARARGS, "Write prepared IPv4 records back to back into a buffer."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -188,5 +324,17 @@ static struct PyModuleDef speedups_module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
+    s_prepared = PyUnicode_InternFromString("_prepared");
+    s_queue_id = PyUnicode_InternFromString("queue_id");
+    s_flag = PyUnicode_InternFromString("flag");
+    s_born_timestamp = PyUnicode_InternFromString("born_timestamp");
+    s_born_host = PyUnicode_InternFromString("born_host");
+    s_reconsume_times = PyUnicode_InternFromString("reconsume_times");
+    s_prepared_transaction_offset = PyUnicode_InternFromString("prepared_transaction_offset");
+    s_body = PyUnicode_InternFromString("body");
+    if (!s_prepared || !s_queue_id || !s_flag || !s_born_timestamp || !s_born_host || !s_reconsume_times ||
+        !s_prepared_transaction_offset || !s_body) {
+        return NULL;
+    }
     return PyModule_Create(&speedups_module);
 }

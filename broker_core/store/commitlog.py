@@ -27,6 +27,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from itertools import accumulate, repeat
 from pathlib import Path
 
 from broker_core.errors import MessageIllegalError
@@ -49,6 +50,11 @@ from broker_core.store.message import (
     store_timestamp_pos,
 )
 from broker_core.store.results import PutMessageResult, PutMessageStatus
+
+try:  # C loop for batches; the Python path below it is the reference
+    from broker_core.store._speedups import write_records as _c_write_records
+except ImportError:  # pragma: no cover - machines without a compiler
+    _c_write_records = None
 
 log = logging.getLogger(__name__)
 
@@ -203,74 +209,51 @@ class CommitLog:
         """
         if not msgs:
             raise MessageIllegalError("a batch must hold at least one message")
+        msgs = list(msgs)
         store_host = self.store_host
-        prepared = [m.prepare(store_host) for m in msgs]
-        total = 0
-        for p in prepared:
-            self._check_size(p[0])
-            total += p[0]
-        self._check_size_batch(total)
-        fast = len(store_host) == 8 and all(len(m.born_host) == 8 for m in msgs)
+        sizes = [m.prepare(store_host)[0] for m in msgs]
+        total = sum(sizes)
+        if max(sizes) > self.max_message_size or total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            for size in sizes:
+                self._check_size(size)
+            self._check_size_batch(total)
+        fast = (
+            _c_write_records is not None and len(store_host) == 8 and all(len(m.born_host) == 8 for m in msgs)
+        )
         table = self.topic_queue_table
-        appended = self.appended
-        offsets: list[int] = []
         with self.put_lock:
             mf = self._writable_file(total)
-            start = pos = mf.wrote_position
+            start = mf.wrote_position
             base = mf.file_from_offset
             store_ts = self._clock_ms()
-            first_queue_offset = -1
-            mm = mf.mm
-            for msg, (size, crc, sys_flag, tail) in zip(msgs, prepared, strict=True):
-                key = (msg.topic, msg.queue_id)
+            queue_offsets = []
+            for msg in msgs:
                 if msg.sys_flag & TRANSACTION_TYPE_MASK in _NO_QUEUE_SLOT:
-                    queue_offset = 0
-                else:
-                    queue_offset = table.get(key, 0)
-                    table[key] = queue_offset + 1
-                if first_queue_offset < 0:
-                    first_queue_offset = queue_offset
-                phys = base + pos
-                if fast:
-                    body = msg.body
-                    body_at = pos + HEADER_V4_SIZE
-                    tail_at = body_at + len(body)
-                    pack_header_v4_into(
-                        mm,
-                        pos,
-                        size,
-                        MESSAGE_MAGIC_CODE,
-                        crc,
-                        msg.queue_id,
-                        msg.flag,
-                        queue_offset,
-                        phys,
-                        sys_flag,
-                        msg.born_timestamp,
-                        msg.born_host,
-                        store_ts,
-                        store_host,
-                        msg.reconsume_times,
-                        msg.prepared_transaction_offset,
-                        len(body),
-                    )
-                    mm[body_at:tail_at] = body
-                    mm[tail_at : pos + size] = tail
-                else:
+                    queue_offsets.append(0)
+                    continue
+                key = (msg.topic, msg.queue_id)
+                queue_offset = table.get(key, 0)
+                table[key] = queue_offset + 1
+                queue_offsets.append(queue_offset)
+            if fast:
+                end = _c_write_records(mf.mm, start, base, store_ts, store_host, msgs, queue_offsets)
+            else:
+                end = start
+                for msg, size, queue_offset in zip(msgs, sizes, queue_offsets, strict=True):
                     record = msg.encode(store_host)
-                    finish_record(record, queue_offset, phys, store_ts)
-                    mm[pos : pos + size] = record
-                offsets.append(phys)
-                appended.append((phys, size, queue_offset, store_ts, msg))
-                pos += size
-            mf.wrote_position = pos
-            self.records_end = base + pos
+                    finish_record(record, queue_offset, base + end, store_ts)
+                    mf.mm[end : end + size] = record
+                    end += size
+            mf.wrote_position = end
+            self.records_end = base + end
+            offsets = list(accumulate(sizes[:-1], initial=base + start))
+            self.appended.extend(zip(offsets, sizes, queue_offsets, repeat(store_ts), msgs))
         return PutMessageResult(
             PutMessageStatus.PUT_OK,
             "",
             base + start,
             total,
-            first_queue_offset,
+            queue_offsets[0],
             store_ts,
             len(msgs),
             tuple(offsets),

@@ -6,7 +6,7 @@ so the layout is fixed (big-endian; sizes for IPv4 hosts, IPv6 hosts take 20 byt
     off  size  field
       0     4  TOTALSIZE                 whole record length
       4     4  MAGICCODE                 0xDAA320A7 (blank end-of-file marker: 0xCBD43194)
-      8     4  BODYCRC                   zlib.crc32(stored body) & 0x7FFFFFFF
+      8     4  BODYCRC                   CRC32 (IEEE, as zlib.crc32) of the stored body & 0x7FFFFFFF
      12     4  QUEUEID
      16     4  FLAG                      the producer's flag
      20     8  QUEUEOFFSET               index in the consume queue
@@ -36,9 +36,13 @@ import struct
 import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from zlib import crc32 as _crc32
 
 from broker_core.errors import MessageIllegalError
+
+try:  # ISA-L's SIMD CRC32: the same IEEE CRC as zlib.crc32, ~6x faster on 1 KiB bodies
+    from isal.isal_zlib import crc32
+except ImportError:  # pragma: no cover - isal has wheels for the platforms we run on
+    from zlib import crc32
 from broker_core.store.hashcode import tags_code as _tags_code
 
 MESSAGE_MAGIC_CODE = 0xDAA320A7
@@ -161,7 +165,7 @@ def decode_properties(raw: bytes | str) -> dict[str, str]:
 
 def body_crc(body: bytes) -> int:
     """BODYCRC as RocketMQ computes it: CRC32 of the stored body, made non-negative."""
-    return zlib.crc32(body) & 0x7FFFFFFF
+    return crc32(body) & 0x7FFFFFFF
 
 
 def create_message_id(store_host: bytes, physical_offset: int) -> str:
@@ -292,30 +296,10 @@ class MessageInner:
         body = self.body
         prepared = (
             72 + len(born) + len(store_host) + len(body) + len(tail),
-            _crc32(body) & 0x7FFFFFFF,
+            crc32(body) & 0x7FFFFFFF,
             sys_flag,
             tail,
         )
-        self._prepared = prepared
-        return prepared
-        topic_raw = self.topic.encode("utf-8")
-        if not topic_raw or len(topic_raw) > MAX_TOPIC_BYTES:
-            raise MessageIllegalError(f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {len(topic_raw)}")
-        props_raw = self._props_raw
-        if props_raw is None:
-            props_raw = encode_properties(self.properties)
-        elif len(props_raw) > MAX_PROPERTIES_BYTES:
-            raise MessageIllegalError(
-                f"message properties are {len(props_raw)} bytes; the format allows {MAX_PROPERTIES_BYTES}"
-            )
-        sys_flag = self.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
-        if len(self.born_host) == 20:
-            sys_flag |= BORNHOST_V6_FLAG
-        if len(store_host) == 20:
-            sys_flag |= STOREHOST_V6_FLAG
-        tail = bytes((len(topic_raw),)) + topic_raw + _SHORT.pack(len(props_raw)) + props_raw
-        total = 72 + len(self.born_host) + len(store_host) + len(self.body) + len(tail)
-        prepared = (total, zlib.crc32(self.body) & 0x7FFFFFFF, sys_flag, tail)
         self._prepared = prepared
         return prepared
 

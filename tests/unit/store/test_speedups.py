@@ -60,3 +60,43 @@ def test_it_writes_index_files_byte_for_byte_like_put_key(
     assert fast._mm[:] == slow._mm[:]
     fast.close()
     slow.close()
+
+
+def test_it_writes_batches_byte_for_byte_like_the_python_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from broker_core.store import commitlog
+    from broker_core.store.message import MessageInner
+
+    def fill(directory: Path) -> bytes:
+        log = commitlog.CommitLog(
+            directory,
+            64 * 1024,
+            store_host=bytes([127, 0, 0, 1, 0, 0, 0x2A, 0x9F]),
+            max_message_size=16 * 1024,
+            clock_ms=lambda: 1_700_000_000_123,
+            preallocate=False,
+        )
+        for batch in range(5):
+            msgs = [
+                MessageInner(
+                    "Orders" if i % 2 else "Pay",
+                    i % 3,
+                    bytes([batch, i]) * (i + 1),
+                    {"TAGS": f"t{i}", "KEYS": "k é"},
+                    flag=i,
+                    born_timestamp=1000 + i,
+                    born_host=f"10.0.0.{i}:{5000 + i}",
+                    reconsume_times=i % 2,
+                )
+                for i in range(7)
+            ]
+            log.append_batch(msgs)
+        data = bytes(log.queue.files[0].mm[: log.queue.files[0].wrote_position])
+        log.close()
+        return data
+
+    with_c = fill(tmp_path / "c")
+    monkeypatch.setattr(commitlog, "_c_write_records", None)
+    without_c = fill(tmp_path / "py")
+    assert with_c == without_c
