@@ -36,7 +36,6 @@ from broker_core.store.mappedfilequeue import MappedFileQueue
 from broker_core.store.message import (
     BLANK,
     END,
-    HEADER_V4_SIZE,
     MESSAGE_MAGIC_CODE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
@@ -46,7 +45,6 @@ from broker_core.store.message import (
     blank_marker,
     check_record,
     finish_record,
-    pack_header_v4_into,
     store_timestamp_pos,
 )
 from broker_core.store.results import PutMessageResult, PutMessageStatus
@@ -146,9 +144,7 @@ class CommitLog:
         size, crc, sys_flag, tail = msg.prepare(store_host)
         if size > self.max_message_size or size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             self._check_size(size)
-        born = msg.born_host
-        body = msg.body
-        fast = len(born) == 8 and len(store_host) == 8
+        fast = _c_write_records is not None and len(msg.born_host) == 8 and len(store_host) == 8
         key = (msg.topic, msg.queue_id)
         table = self.topic_queue_table
         with self.put_lock:
@@ -162,35 +158,12 @@ class CommitLog:
                 table.get(key, 0) if msg.sys_flag & TRANSACTION_TYPE_MASK not in _NO_QUEUE_SLOT else 0
             )
             store_ts = self._clock_ms()
-            mm = mf.mm
             if fast:
-                body_at = pos + HEADER_V4_SIZE
-                tail_at = body_at + len(body)
-                pack_header_v4_into(
-                    mm,
-                    pos,
-                    size,
-                    MESSAGE_MAGIC_CODE,
-                    crc,
-                    msg.queue_id,
-                    msg.flag,
-                    queue_offset,
-                    phys,
-                    sys_flag,
-                    msg.born_timestamp,
-                    born,
-                    store_ts,
-                    store_host,
-                    msg.reconsume_times,
-                    msg.prepared_transaction_offset,
-                    len(body),
-                )
-                mm[body_at:tail_at] = body
-                mm[tail_at : pos + size] = tail
+                _c_write_records(mf.mm, pos, mf.file_from_offset, store_ts, store_host, [msg], [queue_offset])
             else:
                 record = msg.encode(store_host)
                 finish_record(record, queue_offset, phys, store_ts)
-                mm[pos : pos + size] = record
+                mf.mm[pos : pos + size] = record
             mf.wrote_position = pos + size
             self.records_end = pos + size + mf.file_from_offset
             if msg.sys_flag & TRANSACTION_TYPE_MASK not in _NO_QUEUE_SLOT:
