@@ -22,6 +22,19 @@
  *       MessageInner (msg._prepared = (size, crc, sysflag, tail)) as a record at pos,
  *       back to back, with its queue offset, physical offset base_phys + position and
  *       store_ts (layout in message.py).  Returns the position after the last record.
+ *
+ *   batch_items(encoded, max_body) -> list[(item_offset, body_len, props_len, flag)]
+ *       Splits a producer's encoded batch (RocketMQ MessageBatch: items of TOTALSIZE,
+ *       MAGICCODE, BODYCRC, FLAG, BODYLEN, BODY, PROPLEN, PROPERTIES) and validates every
+ *       length; raises ValueError naming the bad item.
+ *
+ *   write_batch(buf, pos, base_phys, store_ts, store_host, born_host, born_ts, sys_flag,
+ *               queue_id, first_queue_offset, topic_field, encoded, items, crc32)
+ *       -> (end, consume_queue_entries: bytes, records: list[(phys, uniq_key, keys)])
+ *       Writes each item of an encoded batch as its own record (consecutive queue
+ *       offsets), computing body CRCs with the given crc32 function, and returns what
+ *       the dispatcher needs: the batch's 20-byte consume-queue entries, packed, and
+ *       each record's offset and index keys.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -310,10 +323,222 @@ done:
     return result;
 }
 
+static PyObject *
+batch_items(PyObject *module, PyObject *args)
+{
+    Py_buffer enc;
+    long long max_body;
+    if (!PyArg_ParseTuple(args, "y*L", &enc, &max_body)) {
+        return NULL;
+    }
+    const unsigned char *p = (const unsigned char *)enc.buf;
+    Py_ssize_t len = enc.len, at = 0, index = 0;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        PyBuffer_Release(&enc);
+        return NULL;
+    }
+    while (at < len) {
+        if (len - at < 22) {
+            PyErr_Format(PyExc_ValueError, "batch item %zd at byte %zd is truncated (%zd bytes left)", index, at, len - at);
+            goto fail;
+        }
+        int32_t total = (int32_t)get_be32(p + at);
+        int32_t flag = (int32_t)get_be32(p + at + 12);
+        int32_t body_len = (int32_t)get_be32(p + at + 16);
+        if (body_len < 0 || total < 22 || (Py_ssize_t)total > len - at || body_len > total - 22) {
+            PyErr_Format(PyExc_ValueError, "batch item %zd at byte %zd has inconsistent sizes (total %d, body %d)",
+                         index, at, (int)total, (int)body_len);
+            goto fail;
+        }
+        int props_len = (int)((p[at + 20 + body_len] << 8) | p[at + 21 + body_len]);
+        if (props_len > 32767 || 20 + body_len + 2 + props_len != total) {
+            PyErr_Format(PyExc_ValueError, "batch item %zd at byte %zd: properties length %d does not fit its size %d",
+                         index, at, props_len, (int)total);
+            goto fail;
+        }
+        if (body_len == 0) {
+            PyErr_Format(PyExc_ValueError, "batch item %zd has an empty body", index);
+            goto fail;
+        }
+        if (body_len > max_body) {
+            PyErr_Format(PyExc_ValueError, "batch item %zd body is %d bytes; maxMessageSize is %lld", index, (int)body_len,
+                         max_body);
+            goto fail;
+        }
+        PyObject *item = Py_BuildValue("(niii)", at, (int)body_len, props_len, (int)flag);
+        if (item == NULL || PyList_Append(out, item) < 0) {
+            Py_XDECREF(item);
+            goto fail;
+        }
+        Py_DECREF(item);
+        at += total;
+        index++;
+    }
+    PyBuffer_Release(&enc);
+    return out;
+fail:
+    Py_DECREF(out);
+    PyBuffer_Release(&enc);
+    return NULL;
+}
+
+/* Find NAME\x01value\x02 in properties; return a new str for the value, or None. */
+static PyObject *
+prop_value(const unsigned char *props, Py_ssize_t len, const char *name, Py_ssize_t name_len)
+{
+    Py_ssize_t at = 0;
+    while (at < len) {
+        Py_ssize_t end = at;
+        while (end < len && props[end] != 2) {
+            end++;
+        }
+        if (end - at > name_len && memcmp(props + at, name, (size_t)name_len) == 0 && props[at + name_len] == 1) {
+            const unsigned char *v = props + at + name_len + 1;
+            Py_ssize_t vlen = end - at - name_len - 1;
+            if (memchr(v, 1, (size_t)vlen) == NULL) {
+                return PyUnicode_DecodeUTF8((const char *)v, vlen, "replace");
+            }
+        }
+        at = end + 1;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+write_batch(PyObject *module, PyObject *args)
+{
+    PyObject *buffer_obj, *items, *crc_func;
+    Py_ssize_t pos;
+    long long base_phys, store_ts, born_ts, sys_flag, queue_id, first_qoff;
+    Py_buffer host, born, topic_field, enc;
+    if (!PyArg_ParseTuple(args, "OnLLy*y*LLLLy*y*OO", &buffer_obj, &pos, &base_phys, &store_ts, &host, &born, &born_ts,
+                          &sys_flag, &queue_id, &first_qoff, &topic_field, &enc, &items, &crc_func)) {
+        return NULL;
+    }
+    PyObject *out = NULL;
+    Py_buffer view;
+    view.obj = NULL;
+    if (host.len != 8 || born.len != 8) {
+        PyErr_SetString(PyExc_ValueError, "write_batch handles IPv4 hosts only");
+        goto done;
+    }
+    if (!PyList_Check(items)) {
+        PyErr_SetString(PyExc_TypeError, "items must be a list");
+        goto done;
+    }
+    if (PyObject_GetBuffer(buffer_obj, &view, PyBUF_WRITABLE) < 0) {
+        view.obj = NULL;
+        goto done;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    PyObject *records = PyList_New(n);
+    PyObject *cq = PyBytes_FromStringAndSize(NULL, n * 20);
+    if (records == NULL || cq == NULL) {
+        Py_XDECREF(records);
+        Py_XDECREF(cq);
+        goto done;
+    }
+    unsigned char *cq_out = (unsigned char *)PyBytes_AS_STRING(cq);
+    unsigned char *base = (unsigned char *)view.buf;
+    const unsigned char *src = (const unsigned char *)enc.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t at, body_len, props_len;
+        int flag;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(items, i), "nnni", &at, &body_len, &props_len, &flag)) {
+            goto fail_loop;
+        }
+        Py_ssize_t size = 88 + body_len + topic_field.len + 2 + props_len;
+        if (pos + size > view.len || at + 22 + body_len + props_len > enc.len) {
+            PyErr_SetString(PyExc_ValueError, "batch does not fit the buffer");
+            goto fail_loop;
+        }
+        const unsigned char *body = src + at + 20;
+        const unsigned char *props = body + body_len + 2;
+        PyObject *body_view = PyMemoryView_FromMemory((char *)body, body_len, PyBUF_READ);
+        PyObject *crc_obj = body_view ? PyObject_CallOneArg(crc_func, body_view) : NULL;
+        Py_XDECREF(body_view);
+        if (crc_obj == NULL) {
+            goto fail_loop;
+        }
+        uint32_t crc = (uint32_t)PyLong_AsUnsignedLongMask(crc_obj) & 0x7FFFFFFFu;
+        Py_DECREF(crc_obj);
+        unsigned char *p = base + pos;
+        put_be32(p, (uint32_t)size);
+        put_be32(p + 4, 0xDAA320A7u);
+        put_be32(p + 8, crc);
+        put_be32(p + 12, (uint32_t)queue_id);
+        put_be32(p + 16, (uint32_t)flag);
+        put_be64(p + 20, (uint64_t)(first_qoff + i));
+        put_be64(p + 28, (uint64_t)(base_phys + pos));
+        put_be32(p + 36, (uint32_t)sys_flag);
+        put_be64(p + 40, (uint64_t)born_ts);
+        memcpy(p + 48, born.buf, 8);
+        put_be64(p + 56, (uint64_t)store_ts);
+        memcpy(p + 64, host.buf, 8);
+        put_be32(p + 72, 0);
+        put_be64(p + 76, 0);
+        put_be32(p + 84, (uint32_t)body_len);
+        memcpy(p + 88, body, (size_t)body_len);
+        memcpy(p + 88 + body_len, topic_field.buf, (size_t)topic_field.len);
+        unsigned char *pl = p + 88 + body_len + topic_field.len;
+        pl[0] = (unsigned char)(props_len >> 8);
+        pl[1] = (unsigned char)props_len;
+        memcpy(pl + 2, props, (size_t)props_len);
+        long long phys = base_phys + pos;
+        pos += size;
+        PyObject *tags = prop_value(props, props_len, "TAGS", 4);
+        PyObject *uniq = tags ? prop_value(props, props_len, "UNIQ_KEY", 8) : NULL;
+        PyObject *keys = uniq ? prop_value(props, props_len, "KEYS", 4) : NULL;
+        long tags_code = 0;
+        if (keys != NULL && tags != Py_None) {
+            PyObject *h = java_hash_code(NULL, tags);
+            if (h == NULL) {
+                Py_CLEAR(keys);
+            }
+            else {
+                tags_code = PyLong_AsLong(h);
+                Py_DECREF(h);
+            }
+        }
+        if (keys == NULL) {
+            Py_XDECREF(tags);
+            Py_XDECREF(uniq);
+            goto fail_loop;
+        }
+        Py_DECREF(tags);
+        unsigned char *e = cq_out + i * 20;
+        put_be64(e, (uint64_t)phys);
+        put_be32(e + 8, (uint32_t)size);
+        put_be64(e + 12, (uint64_t)(int64_t)tags_code);
+        PyObject *rec = Py_BuildValue("(LNN)", phys, uniq, keys);
+        if (rec == NULL) {
+            goto fail_loop;
+        }
+        PyList_SET_ITEM(records, i, rec);
+    }
+    out = Py_BuildValue("(nNN)", pos, cq, records);
+    goto done;
+fail_loop:
+    Py_DECREF(records);
+    Py_DECREF(cq);
+done:
+    if (view.obj != NULL) {
+        PyBuffer_Release(&view);
+    }
+    PyBuffer_Release(&host);
+    PyBuffer_Release(&born);
+    PyBuffer_Release(&topic_field);
+    PyBuffer_Release(&enc);
+    return out;
+}
+
 static PyMethodDef speedups_methods[] = {
     {"java_hash_code", java_hash_code, METH_O, "Java String.hashCode() of a str, as a signed 32-bit int."},
     {"index_put_many", index_put_many, METH_VARARGS, "Put (topic, key, phy, ts) items into an index file buffer."},
     {"write_records", write_records, METH_VARARGS, "Write prepared IPv4 records back to back into a buffer."},
+    {"batch_items", batch_items, METH_VARARGS, "Split and validate an encoded producer batch."},
+    {"write_batch", write_batch, METH_VARARGS, "Write an encoded producer batch as records."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -34,25 +34,33 @@ from broker_core.errors import MessageIllegalError
 from broker_core.store.mappedfile import MappedFile
 from broker_core.store.mappedfilequeue import MappedFileQueue
 from broker_core.store.message import (
+    BATCH_ITEM_FRAMING,
     BLANK,
     END,
+    HEADER_V4_SIZE,
     MESSAGE_MAGIC_CODE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
     DispatchRequest,
+    DispatchRun,
+    MessageBatchInner,
     MessageInner,
     blank_marker,
     check_record,
+    crc32,
     finish_record,
     store_timestamp_pos,
+    topic_length_and_bytes,
 )
 from broker_core.store.results import PutMessageResult, PutMessageStatus
 
-try:  # C loop for batches; the Python path below it is the reference
+try:  # C loops for batches; the Python paths are the reference
+    from broker_core.store._speedups import batch_items as _c_batch_items
+    from broker_core.store._speedups import write_batch as _c_write_batch
     from broker_core.store._speedups import write_records as _c_write_records
 except ImportError:  # pragma: no cover - machines without a compiler
-    _c_write_records = None
+    _c_write_records = _c_batch_items = _c_write_batch = None
 
 log = logging.getLogger(__name__)
 
@@ -230,6 +238,75 @@ class CommitLog:
             store_ts,
             len(msgs),
             tuple(offsets),
+            store_host,
+        )
+
+    def append_encoded_batch(self, batch: MessageBatchInner) -> PutMessageResult:
+        """Append each item of a producer's encoded batch as its own record, in one go.
+
+        All items go to ``batch.topic``/``batch.queue_id`` with consecutive queue offsets,
+        contiguously in one file.  Without the C speedups (or for IPv6 hosts) the items
+        are decoded into messages and take the ``append_batch`` path.  Raises
+        MessageIllegalError for a malformed or oversized batch: nothing is written then.
+        """
+        store_host = self.store_host
+        if _c_batch_items is None or len(store_host) != 8 or len(batch.born_host) != 8:
+            return self.append_batch(batch.messages(self.max_message_size))
+        try:
+            items = _c_batch_items(batch.encoded, self.max_message_size)
+        except ValueError as exc:
+            raise MessageIllegalError(str(exc)) from None
+        if not items:
+            raise MessageIllegalError("the batch holds no messages")
+        topic_field = topic_length_and_bytes(batch.topic)
+        # Record: header (88) + body + topic field + properties length (2) + properties;
+        # item: 22-byte item framing + body + properties.
+        overhead = HEADER_V4_SIZE + len(topic_field) + 2 - BATCH_ITEM_FRAMING
+        largest = max(body + props for _at, body, props, _flag in items) + 22 + overhead
+        total = len(batch.encoded) + len(items) * overhead
+        self._check_size(largest)
+        self._check_size_batch(total)
+        key = (batch.topic, batch.queue_id)
+        table = self.topic_queue_table
+        with self.put_lock:
+            mf = self._writable_file(total)
+            start = mf.wrote_position
+            base = mf.file_from_offset
+            store_ts = self._clock_ms()
+            first_queue_offset = table.get(key, 0)
+            end, cq_entries, records = _c_write_batch(
+                mf.mm,
+                start,
+                base,
+                store_ts,
+                store_host,
+                batch.born_host,
+                batch.born_timestamp,
+                batch.sys_flag,
+                batch.queue_id,
+                first_queue_offset,
+                topic_field,
+                batch.encoded,
+                items,
+                crc32,
+            )
+            if end != start + total:  # the size arithmetic above and the C writer disagree
+                raise RuntimeError(f"batch wrote {end - start} bytes where {total} were reserved")
+            table[key] = first_queue_offset + len(items)
+            mf.wrote_position = end
+            self.records_end = base + end
+            run = DispatchRun(batch.topic, batch.queue_id, cq_entries, records)
+            self.appended.append((base + start, total, first_queue_offset, store_ts, run))
+        offsets = tuple(rec[0] for rec in records)
+        return PutMessageResult(
+            PutMessageStatus.PUT_OK,
+            "",
+            base + start,
+            total,
+            first_queue_offset,
+            store_ts,
+            len(items),
+            offsets,
             store_host,
         )
 

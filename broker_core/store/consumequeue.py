@@ -133,6 +133,28 @@ class ConsumeQueue:
                         return
             done += len(chunk)
 
+    def put_packed(self, raw: bytes, first_offset: int) -> None:
+        """Enter already-packed 20-byte entries starting at queue offset ``first_offset``.
+
+        Appending right at the end of the current file is one slice copy; otherwise the
+        entries go through ``put_many`` (new file, gaps, re-dispatch).
+        """
+        mf = self.queue.last
+        size = len(raw)
+        if (
+            mf is not None
+            and mf.file_from_offset + mf.wrote_position == first_offset * CQ_STORE_UNIT_SIZE
+            and mf.wrote_position + size <= mf.file_size
+            and _ENTRY.unpack_from(raw, 0)[0] >= self.max_physic_offset
+        ):
+            pos = mf.wrote_position
+            mf.mm[pos : pos + size] = raw
+            mf.wrote_position = pos + size
+            phys, length, _tag = _ENTRY.unpack_from(raw, size - CQ_STORE_UNIT_SIZE)
+            self.max_physic_offset = phys + length
+            return
+        self.put_many(list(_ENTRY.iter_unpack(raw)), first_offset)
+
     def _pack_at_end(self, chunk: list[Entry], first_offset: int) -> bool:
         mf = self.queue.last
         count = len(chunk)

@@ -5,7 +5,7 @@ and the dispatcher drains it in commit-log order, so nothing is decoded twice.
 
 Who drains: under the GIL a second thread adds no parallelism, only lock handoffs, which
 cost more than the dispatching itself.  So the work is shared: while appends keep coming,
-the appending thread drains every ``INLINE_DRAIN_THRESHOLD`` records (``maybe_drain``), and
+the appending thread drains every ``INLINE_DRAIN_BYTES`` of records (``maybe_drain``), and
 the dispatcher thread only drains a tail that nobody else is draining, within about a
 poll interval of the last append.  Either way records are dispatched in order, by one
 thread at a time, shortly after the append returned.  After a crash
@@ -22,6 +22,7 @@ the head of the queue and is retried, so nothing is skipped.
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from broker_core.store.message import (
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
     DispatchRequest,
+    DispatchRun,
 )
 from broker_core.topics import SCHEDULE_TOPIC
 
@@ -47,10 +49,12 @@ log = logging.getLogger(__name__)
 ArrivalListener = Callable[[dict[tuple[str, int], int]], None]
 
 _SKIP_CQ = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+_CQ_ENTRY = struct.Struct(">qiq")  # the consume-queue entry layout (consumequeue.py)
 _RETRY_SECONDS = 1.0
 POLL_INTERVAL_SECONDS = 0.001
 MAX_BATCH = 4096
-INLINE_DRAIN_THRESHOLD = 256
+# The appending thread drains once this many bytes of records await dispatch.
+INLINE_DRAIN_BYTES = 256 * 1024
 
 
 class Dispatcher:
@@ -110,7 +114,7 @@ class Dispatcher:
             if not appended:
                 continue
             progress = self.dispatched_offset
-            if progress != seen and len(appended) < INLINE_DRAIN_THRESHOLD:
+            if progress != seen and self.commit_log.records_end - progress < INLINE_DRAIN_BYTES:
                 # Someone (the appending thread) is draining: leave the tail to it for now.
                 seen = progress
                 continue
@@ -124,7 +128,10 @@ class Dispatcher:
 
     def maybe_drain(self) -> None:
         """Drain now if enough records are waiting (called by the appending thread)."""
-        if len(self.commit_log.appended) >= INLINE_DRAIN_THRESHOLD and self._thread is not None:
+        if (
+            self.commit_log.records_end - self.dispatched_offset >= INLINE_DRAIN_BYTES
+            and self._thread is not None
+        ):
             try:
                 self.drain(blocking=False)
             except OSError as exc:  # the dispatcher thread retries; the append itself succeeded
@@ -159,38 +166,49 @@ class Dispatcher:
 
     def _dispatch_batch(self, batch: list[Appended]) -> None:
         delays = self.delay_levels_ms
-        groups: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
+        pack = _CQ_ENTRY.pack
+        # Per queue: packed 20-byte entries, in queue order, and the first one's offset.
+        groups: dict[tuple[str, int], list[bytes]] = {}
         first_offsets: dict[tuple[str, int], int] = {}
+        next_offsets: dict[tuple[str, int], int] = {}
+        index_records: list[tuple[str, int, int, str | None, str | None]] = []
         for phys, size, queue_offset, store_ts, msg in batch:
-            if msg.sys_flag & TRANSACTION_TYPE_MASK in _SKIP_CQ:
+            run = type(msg) is DispatchRun
+            topic = msg.topic
+            if not run and msg.sys_flag & TRANSACTION_TYPE_MASK in _SKIP_CQ:
+                props = msg.properties
+                index_records.append((topic, phys, store_ts, props.get("UNIQ_KEY"), props.get("KEYS")))
                 continue
-            key = (msg.topic, msg.queue_id)
-            entries = groups.get(key)
-            if entries is None:
-                entries = groups[key] = []
+            key = (topic, msg.queue_id)
+            chunks = groups.get(key)
+            if chunks is None:
+                chunks = groups[key] = []
                 first_offsets[key] = queue_offset
-            elif first_offsets[key] + len(entries) != queue_offset:
-                # Not consecutive (cannot happen from one commit log): flush the group so far.
-                self._put_group(key, first_offsets[key], entries)
-                entries = groups[key] = []
+            elif next_offsets[key] != queue_offset:
+                # Not consecutive (cannot happen from one commit log): write the group so far.
+                self._put_group(key, first_offsets[key], chunks)
+                chunks = groups[key] = []
                 first_offsets[key] = queue_offset
+            if run:
+                # A whole encoded batch: its entries come packed from the commit log.
+                chunks.append(msg.cq_entries)
+                next_offsets[key] = queue_offset + len(msg.records)
+                index_records.extend((topic, rec[0], store_ts, rec[1], rec[2]) for rec in msg.records)
+                continue
             tags_code = msg.tags_code
-            if msg.topic == SCHEDULE_TOPIC:
+            if topic == SCHEDULE_TOPIC:
                 tags_code = store_ts + delays[min(msg.queue_id, len(delays) - 1)]
-            entries.append((phys, size, tags_code))
+            chunks.append(pack(phys, size, tags_code))
+            next_offsets[key] = queue_offset + 1
+            props = msg.properties
+            index_records.append((topic, phys, store_ts, props.get("UNIQ_KEY"), props.get("KEYS")))
         arrived: dict[tuple[str, int], int] = {}
-        for key, entries in groups.items():
-            if entries:
-                self._put_group(key, first_offsets[key], entries)
-                arrived[key] = first_offsets[key] + len(entries)
-        index = self.index
-        if index is not None:
-            index.build_index_many(
-                [
-                    (msg.topic, phys, store_ts, msg.properties.get("UNIQ_KEY"), msg.properties.get("KEYS"))
-                    for phys, _size, _queue_offset, store_ts, msg in batch
-                ]
-            )
+        for key, chunks in groups.items():
+            if chunks:
+                self._put_group(key, first_offsets[key], chunks)
+                arrived[key] = next_offsets[key]
+        if self.index is not None and index_records:
+            self.index.build_index_many(index_records)
         phys, size, _queue_offset, store_ts, _msg = batch[-1]
         self.dispatched_offset = phys + size
         self.last_store_timestamp = store_ts
@@ -201,10 +219,9 @@ class Dispatcher:
                 except Exception:  # a listener's bug must not stop dispatching
                     log.exception("message arrival listener failed")
 
-    def _put_group(
-        self, key: tuple[str, int], first_offset: int, entries: list[tuple[int, int, int]]
-    ) -> None:
-        self.consume_queues.find_or_create(*key).put_many(entries, first_offset)
+    def _put_group(self, key: tuple[str, int], first_offset: int, chunks: list[bytes]) -> None:
+        raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        self.consume_queues.find_or_create(*key).put_packed(raw, first_offset)
 
     def dispatch_request(self, req: DispatchRequest) -> None:
         """Dispatch one record read back from the commit log (recovery, rebuild)."""

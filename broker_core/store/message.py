@@ -292,7 +292,7 @@ class MessageInner:
             sys_flag |= BORNHOST_V6_FLAG
         if len(store_host) == 20:
             sys_flag |= STOREHOST_V6_FLAG
-        tail = _topic_field(self.topic) + _SHORT.pack(len(props_raw)) + props_raw
+        tail = topic_length_and_bytes(self.topic) + _SHORT.pack(len(props_raw)) + props_raw
         body = self.body
         prepared = (
             72 + len(born) + len(store_host) + len(body) + len(tail),
@@ -344,12 +344,139 @@ HEADER_V4_SIZE = _HEADER_V4.size
 
 
 @functools.lru_cache(maxsize=65536)
-def _topic_field(topic: str) -> bytes:
+def topic_length_and_bytes(topic: str) -> bytes:
     """TOPICLENGTH + TOPIC for ``topic`` (cached: a broker has few topics, many messages)."""
     raw = topic.encode("utf-8")
     if not raw or len(raw) > MAX_TOPIC_BYTES:
         raise MessageIllegalError(f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {len(raw)}")
     return bytes((len(raw),)) + raw
+
+
+# One item of a producer's encoded batch (RocketMQ MessageBatch): the item header holds
+# TOTALSIZE, MAGICCODE (0), BODYCRC (0), FLAG, BODYLEN; then BODY, PROPLEN (int16), PROPERTIES.
+_BATCH_ITEM_HEAD = struct.Struct(">iiiii")
+BATCH_ITEM_FRAMING = _BATCH_ITEM_HEAD.size + 2  # item header + PROPLEN
+
+
+def encode_batch(items: list[tuple[bytes, Mapping[str, str] | bytes, int]]) -> bytes:
+    """Encode (body, properties, flag) items as a producer sends a batch body."""
+    out = bytearray()
+    for body, props, flag in items:
+        raw = props if isinstance(props, bytes) else encode_properties(props)
+        out += _BATCH_ITEM_HEAD.pack(20 + len(body) + 2 + len(raw), 0, 0, flag, len(body))
+        out += body
+        out += _SHORT.pack(len(raw))
+        out += raw
+    return bytes(out)
+
+
+def decode_batch(encoded: bytes, max_body: int) -> list[tuple[int, int, int, int]]:
+    """Split an encoded batch into (item offset, body length, properties length, flag).
+
+    Raises MessageIllegalError naming the first malformed item.  (The C version,
+    ``_speedups.batch_items``, must agree with this one.)
+    """
+    items = []
+    at = index = 0
+    while at < len(encoded):
+        if len(encoded) - at < 22:
+            raise MessageIllegalError(
+                f"batch item {index} at byte {at} is truncated ({len(encoded) - at} bytes left)"
+            )
+        total, _magic, _crc, flag, body_len = _BATCH_ITEM_HEAD.unpack_from(encoded, at)
+        if body_len < 0 or total < 22 or total > len(encoded) - at or body_len > total - 22:
+            raise MessageIllegalError(
+                f"batch item {index} at byte {at} has inconsistent sizes (total {total}, body {body_len})"
+            )
+        props_len = int.from_bytes(encoded[at + 20 + body_len : at + 22 + body_len], "big")
+        if props_len > MAX_PROPERTIES_BYTES or 22 + body_len + props_len != total:
+            raise MessageIllegalError(
+                f"batch item {index} at byte {at}: properties length {props_len} "
+                f"does not fit its size {total}"
+            )
+        if body_len == 0:
+            raise MessageIllegalError(f"batch item {index} has an empty body")
+        if body_len > max_body:
+            raise MessageIllegalError(
+                f"batch item {index} body is {body_len} bytes; maxMessageSize is {max_body}"
+            )
+        items.append((at, body_len, props_len, flag))
+        at += total
+        index += 1
+    return items
+
+
+class MessageBatchInner:
+    """A batch as a producer sends it: items encoded back to back, for one topic and queue.
+
+    The commit log stores each item as its own record, with consecutive queue offsets,
+    straight from the encoded bytes (RocketMQ ``MessageExtBatch``).  Batches carry no
+    delay levels or transactions (RocketMQ refuses both for batches).
+    """
+
+    __slots__ = ("topic", "queue_id", "encoded", "sys_flag", "born_timestamp", "born_host", "properties")
+
+    def __init__(
+        self,
+        topic: str,
+        queue_id: int,
+        encoded: bytes,
+        *,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: str | bytes = "127.0.0.1:0",
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.encoded = bytes(encoded)
+        self.sys_flag = sys_flag & ~TRANSACTION_TYPE_MASK
+        self.born_timestamp = born_timestamp
+        self.born_host = born_host if isinstance(born_host, bytes) else encode_host(born_host)
+        # The batch request's own properties (e.g. WAIT); each item has its own as well.
+        self.properties: dict[str, str] = dict(properties) if properties else {}
+
+    def messages(self, max_body: int) -> list[MessageInner]:
+        """The items as separate messages (the path used without the C speedups)."""
+        out = []
+        for at, body_len, props_len, flag in decode_batch(self.encoded, max_body):
+            body = self.encoded[at + 20 : at + 20 + body_len]
+            props_raw = self.encoded[at + 22 + body_len : at + 22 + body_len + props_len]
+            out.append(
+                MessageInner(
+                    self.topic,
+                    self.queue_id,
+                    body,
+                    decode_properties(props_raw),
+                    flag=flag,
+                    sys_flag=self.sys_flag,
+                    born_timestamp=self.born_timestamp,
+                    born_host=self.born_host,
+                    properties_raw=props_raw,
+                )
+            )
+        return out
+
+
+class DispatchRun:
+    """Dispatch data for the records of one encoded batch (one consume queue, in order)."""
+
+    __slots__ = ("topic", "queue_id", "sys_flag", "cq_entries", "records")
+
+    def __init__(
+        self,
+        topic: str,
+        queue_id: int,
+        cq_entries: bytes,
+        records: list[tuple[int, str | None, str | None]],
+    ) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.sys_flag = 0
+        # The records' 20-byte consume-queue entries, packed, in queue order.
+        self.cq_entries = cq_entries
+        # (commit-log offset, UNIQ_KEY, KEYS) per record, for the index.
+        self.records = records
 
 
 def finish_record(record: bytearray, queue_offset: int, physical_offset: int, store_timestamp: int) -> None:

@@ -42,6 +42,7 @@ from broker_core.store.message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
     DispatchRequest,
+    MessageBatchInner,
     MessageExt,
     MessageInner,
     RecordFormatError,
@@ -240,8 +241,8 @@ class MessageStore:
 
     # -- writes ----------------------------------------------------------------------
 
-    def _refusal(self, msg: MessageInner) -> PutMessageResult | None:
-        """Why ``msg`` cannot be stored, as a result; None when it can."""
+    def _queue_refusal(self, topic: str, queue_id: int) -> PutMessageResult | None:
+        """Why nothing can be stored in ``topic``/``queue_id`` now; None when it can."""
         if self._closed:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, "the store is shut down")
         if self.disk_full_reason is not None and not self._retry_after_disk_full():
@@ -249,23 +250,30 @@ class MessageStore:
                 PutMessageStatus.DISK_FULL,
                 f"the store is read-only: {self.disk_full_reason}; writes resume when space returns",
             )
-        if msg.topic not in self._valid_topics:
-            problem = topic_problem(msg.topic)
+        if topic not in self._valid_topics:
+            problem = topic_problem(topic)
             if problem is not None:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, problem)
             if len(self._valid_topics) < 100_000:
-                self._valid_topics.add(msg.topic)
-        if not 0 <= msg.queue_id <= MAX_QUEUE_ID:
+                self._valid_topics.add(topic)
+        if not 0 <= queue_id <= MAX_QUEUE_ID:
             return PutMessageResult(
-                PutMessageStatus.MESSAGE_ILLEGAL, f"queue id {msg.queue_id} is out of range 0..{MAX_QUEUE_ID}"
+                PutMessageStatus.MESSAGE_ILLEGAL, f"queue id {queue_id} is out of range 0..{MAX_QUEUE_ID}"
             )
         if self.topic_queue_nums is not None:
-            count = self.topic_queue_nums(msg.topic)
-            if count is not None and msg.queue_id >= count:
+            count = self.topic_queue_nums(topic)
+            if count is not None and queue_id >= count:
                 return PutMessageResult(
                     PutMessageStatus.MESSAGE_ILLEGAL,
-                    f"queue {msg.queue_id} does not exist: topic {msg.topic} has {count} queue(s)",
+                    f"queue {queue_id} does not exist: topic {topic} has {count} queue(s)",
                 )
+        return None
+
+    def _refusal(self, msg: MessageInner) -> PutMessageResult | None:
+        """Why ``msg`` cannot be stored, as a result; None when it can."""
+        refusal = self._queue_refusal(msg.topic, msg.queue_id)
+        if refusal is not None:
+            return refusal
         if not msg.body:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, "the message body is empty")
         if len(msg.body) > self.config.max_message_size:
@@ -290,8 +298,19 @@ class MessageStore:
             apply_delay(msg, self.schedule.max_level)
         return self._do_append(self.commit_log.append, msg, msg.properties, waiter)
 
-    def append_batch(self, msgs: Sequence[MessageInner], *, waiter: str = "thread") -> PutMessageResult:
-        """Append several messages atomically (all or none), without waiting for the disk."""
+    def append_batch(
+        self, msgs: Sequence[MessageInner] | MessageBatchInner, *, waiter: str = "thread"
+    ) -> PutMessageResult:
+        """Append several messages atomically (all or none), without waiting for the disk.
+
+        ``msgs`` is a list of messages, or a producer's encoded batch (``MessageBatchInner``),
+        which the commit log stores item by item straight from its bytes.
+        """
+        if isinstance(msgs, MessageBatchInner):
+            refusal = self._queue_refusal(msgs.topic, msgs.queue_id)
+            if refusal is not None:
+                return refusal
+            return self._do_append(self.commit_log.append_encoded_batch, msgs, msgs.properties, waiter)
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, "the batch is empty")
         checked: set[tuple[str, int]] = set()
@@ -345,7 +364,7 @@ class MessageStore:
         """Append and, under SYNC_FLUSH, wait for the disk (FLUSH_DISK_TIMEOUT on timeout)."""
         return self._wait_flushed(self.append(msg))
 
-    def put_messages(self, msgs: Sequence[MessageInner]) -> PutMessageResult:
+    def put_messages(self, msgs: Sequence[MessageInner] | MessageBatchInner) -> PutMessageResult:
         """Append a batch and, under SYNC_FLUSH, wait for the disk."""
         return self._wait_flushed(self.append_batch(msgs))
 
@@ -366,7 +385,7 @@ class MessageStore:
         """``put_message`` for asyncio callers (the broker): waits for the disk without a thread."""
         return await self._wait_flushed_async(self._append_for_async(self.append, msg))
 
-    async def put_messages_async(self, msgs: Sequence[MessageInner]) -> PutMessageResult:
+    async def put_messages_async(self, msgs: Sequence[MessageInner] | MessageBatchInner) -> PutMessageResult:
         """``put_messages`` for asyncio callers."""
         return await self._wait_flushed_async(self._append_for_async(self.append_batch, msgs))
 
