@@ -23,18 +23,19 @@
  *       back to back, with its queue offset, physical offset base_phys + position and
  *       store_ts (layout in message.py).  Returns the position after the last record.
  *
- *   batch_items(encoded, max_body) -> list[(item_offset, body_len, props_len, flag)]
+ *   batch_items(encoded, max_body) -> (list[(item_offset, body_len, props_len, flag)], largest)
  *       Splits a producer's encoded batch (RocketMQ MessageBatch: items of TOTALSIZE,
  *       MAGICCODE, BODYCRC, FLAG, BODYLEN, BODY, PROPLEN, PROPERTIES) and validates every
- *       length; raises ValueError naming the bad item.
+ *       length; raises ValueError naming the bad item.  largest = max(body + properties).
  *
  *   write_batch(buf, pos, base_phys, store_ts, store_host, born_host, born_ts, sys_flag,
  *               queue_id, first_queue_offset, topic_field, encoded, items, crc32)
- *       -> (end, consume_queue_entries: bytes, records: list[(phys, uniq_key, keys)])
+ *       -> (end, consume_queue_entries: bytes, offsets: tuple, index_items: list)
  *       Writes each item of an encoded batch as its own record (consecutive queue
  *       offsets), computing body CRCs with the given crc32 function, and returns what
- *       the dispatcher needs: the batch's 20-byte consume-queue entries, packed, and
- *       each record's offset and index keys.
+ *       the dispatcher needs: the batch's 20-byte consume-queue entries, packed, each
+ *       record's commit-log offset, and its index items (topic, key, phy, ts): the
+ *       UNIQ_KEY, then each distinct non-empty word of KEYS (as indexfile.record_items).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -333,6 +334,7 @@ batch_items(PyObject *module, PyObject *args)
     }
     const unsigned char *p = (const unsigned char *)enc.buf;
     Py_ssize_t len = enc.len, at = 0, index = 0;
+    long long largest = 0;
     PyObject *out = PyList_New(0);
     if (out == NULL) {
         PyBuffer_Release(&enc);
@@ -372,11 +374,14 @@ batch_items(PyObject *module, PyObject *args)
             goto fail;
         }
         Py_DECREF(item);
+        if ((long long)body_len + props_len > largest) {
+            largest = (long long)body_len + props_len;
+        }
         at += total;
         index++;
     }
     PyBuffer_Release(&enc);
-    return out;
+    return Py_BuildValue("(NL)", out, largest);
 fail:
     Py_DECREF(out);
     PyBuffer_Release(&enc);
@@ -408,12 +413,12 @@ prop_value(const unsigned char *props, Py_ssize_t len, const char *name, Py_ssiz
 static PyObject *
 write_batch(PyObject *module, PyObject *args)
 {
-    PyObject *buffer_obj, *items, *crc_func;
+    PyObject *buffer_obj, *items, *crc_func, *topic;
     Py_ssize_t pos;
     long long base_phys, store_ts, born_ts, sys_flag, queue_id, first_qoff;
     Py_buffer host, born, topic_field, enc;
-    if (!PyArg_ParseTuple(args, "OnLLy*y*LLLLy*y*OO", &buffer_obj, &pos, &base_phys, &store_ts, &host, &born, &born_ts,
-                          &sys_flag, &queue_id, &first_qoff, &topic_field, &enc, &items, &crc_func)) {
+    if (!PyArg_ParseTuple(args, "OnLLy*y*LLLLUy*y*OO", &buffer_obj, &pos, &base_phys, &store_ts, &host, &born, &born_ts,
+                          &sys_flag, &queue_id, &first_qoff, &topic, &topic_field, &enc, &items, &crc_func)) {
         return NULL;
     }
     PyObject *out = NULL;
@@ -432,11 +437,17 @@ write_batch(PyObject *module, PyObject *args)
         goto done;
     }
     Py_ssize_t n = PyList_GET_SIZE(items);
-    PyObject *records = PyList_New(n);
+    PyObject *records = PyTuple_New(n);
     PyObject *cq = PyBytes_FromStringAndSize(NULL, n * 20);
-    if (records == NULL || cq == NULL) {
+    PyObject *index_items = PyList_New(0);
+    PyObject *space = PyUnicode_FromString(" ");
+    PyObject *ts_obj = PyLong_FromLongLong(store_ts);
+    if (records == NULL || cq == NULL || index_items == NULL || space == NULL || ts_obj == NULL) {
         Py_XDECREF(records);
         Py_XDECREF(cq);
+        Py_XDECREF(index_items);
+        Py_XDECREF(space);
+        Py_XDECREF(ts_obj);
         goto done;
     }
     unsigned char *cq_out = (unsigned char *)PyBytes_AS_STRING(cq);
@@ -511,17 +522,61 @@ write_batch(PyObject *module, PyObject *args)
         put_be64(e, (uint64_t)phys);
         put_be32(e + 8, (uint32_t)size);
         put_be64(e + 12, (uint64_t)(int64_t)tags_code);
-        PyObject *rec = Py_BuildValue("(LNN)", phys, uniq, keys);
-        if (rec == NULL) {
+        PyObject *phys_obj = PyLong_FromLongLong(phys);
+        if (phys_obj == NULL) {
+            Py_DECREF(uniq);
+            Py_DECREF(keys);
             goto fail_loop;
         }
-        PyList_SET_ITEM(records, i, rec);
+        PyTuple_SET_ITEM(records, i, phys_obj);
+        int failed = 0;
+        if (uniq != Py_None && PyUnicode_GET_LENGTH(uniq) > 0) {
+            PyObject *it = PyTuple_Pack(4, topic, uniq, phys_obj, ts_obj);
+            failed = it == NULL || PyList_Append(index_items, it) < 0;
+            Py_XDECREF(it);
+        }
+        if (!failed && keys != Py_None && PyUnicode_GET_LENGTH(keys) > 0) {
+            PyObject *words = PyUnicode_Split(keys, space, -1);
+            if (words == NULL) {
+                failed = 1;
+            }
+            else {
+                Py_ssize_t nw = PyList_GET_SIZE(words);
+                for (Py_ssize_t w = 0; w < nw && !failed; w++) {
+                    PyObject *word = PyList_GET_ITEM(words, w);
+                    if (PyUnicode_GET_LENGTH(word) == 0) {
+                        continue;
+                    }
+                    int seen = 0;
+                    for (Py_ssize_t v = 0; v < w && !seen; v++) {
+                        seen = PyUnicode_Compare(PyList_GET_ITEM(words, v), word) == 0;
+                    }
+                    if (seen) {
+                        continue;
+                    }
+                    PyObject *it = PyTuple_Pack(4, topic, word, phys_obj, ts_obj);
+                    failed = it == NULL || PyList_Append(index_items, it) < 0;
+                    Py_XDECREF(it);
+                }
+                Py_DECREF(words);
+            }
+        }
+        Py_DECREF(uniq);
+        Py_DECREF(keys);
+        if (failed) {
+            goto fail_loop;
+        }
     }
-    out = Py_BuildValue("(nNN)", pos, cq, records);
+    out = Py_BuildValue("(nNNN)", pos, cq, records, index_items);
+    Py_DECREF(space);
+    Py_DECREF(ts_obj);
     goto done;
 fail_loop:
     Py_DECREF(records);
     Py_DECREF(cq);
+    Py_DECREF(index_items);
+    Py_DECREF(space);
+    Py_DECREF(ts_obj);
 done:
     if (view.obj != NULL) {
         PyBuffer_Release(&view);

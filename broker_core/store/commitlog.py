@@ -253,7 +253,7 @@ class CommitLog:
         if _c_batch_items is None or len(store_host) != 8 or len(batch.born_host) != 8:
             return self.append_batch(batch.messages(self.max_message_size))
         try:
-            items = _c_batch_items(batch.encoded, self.max_message_size)
+            items, largest_payload = _c_batch_items(batch.encoded, self.max_message_size)
         except ValueError as exc:
             raise MessageIllegalError(str(exc)) from None
         if not items:
@@ -262,7 +262,7 @@ class CommitLog:
         # Record: header (88) + body + topic field + properties length (2) + properties;
         # item: 22-byte item framing + body + properties.
         overhead = HEADER_V4_SIZE + len(topic_field) + 2 - BATCH_ITEM_FRAMING
-        largest = max(body + props for _at, body, props, _flag in items) + 22 + overhead
+        largest = largest_payload + BATCH_ITEM_FRAMING + overhead
         total = len(batch.encoded) + len(items) * overhead
         self._check_size(largest)
         self._check_size_batch(total)
@@ -274,7 +274,7 @@ class CommitLog:
             base = mf.file_from_offset
             store_ts = self._clock_ms()
             first_queue_offset = table.get(key, 0)
-            end, cq_entries, records = _c_write_batch(
+            end, cq_entries, offsets, index_items = _c_write_batch(
                 mf.mm,
                 start,
                 base,
@@ -285,6 +285,7 @@ class CommitLog:
                 batch.sys_flag,
                 batch.queue_id,
                 first_queue_offset,
+                batch.topic,
                 topic_field,
                 batch.encoded,
                 items,
@@ -295,9 +296,8 @@ class CommitLog:
             table[key] = first_queue_offset + len(items)
             mf.wrote_position = end
             self.records_end = base + end
-            run = DispatchRun(batch.topic, batch.queue_id, cq_entries, records)
+            run = DispatchRun(batch.topic, batch.queue_id, len(items), cq_entries, index_items)
             self.appended.append((base + start, total, first_queue_offset, store_ts, run))
-        offsets = tuple(rec[0] for rec in records)
         return PutMessageResult(
             PutMessageStatus.PUT_OK,
             "",

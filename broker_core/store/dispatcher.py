@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from broker_core.store.indexfile import record_items
 from broker_core.store.message import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
@@ -171,13 +172,15 @@ class Dispatcher:
         groups: dict[tuple[str, int], list[bytes]] = {}
         first_offsets: dict[tuple[str, int], int] = {}
         next_offsets: dict[tuple[str, int], int] = {}
-        index_records: list[tuple[str, int, int, str | None, str | None]] = []
+        index_items: list[tuple[str, str, int, int]] = []
         for phys, size, queue_offset, store_ts, msg in batch:
             run = type(msg) is DispatchRun
             topic = msg.topic
             if not run and msg.sys_flag & TRANSACTION_TYPE_MASK in _SKIP_CQ:
                 props = msg.properties
-                index_records.append((topic, phys, store_ts, props.get("UNIQ_KEY"), props.get("KEYS")))
+                index_items.extend(
+                    record_items(topic, phys, store_ts, props.get("UNIQ_KEY"), props.get("KEYS"))
+                )
                 continue
             key = (topic, msg.queue_id)
             chunks = groups.get(key)
@@ -192,8 +195,8 @@ class Dispatcher:
             if run:
                 # A whole encoded batch: its entries come packed from the commit log.
                 chunks.append(msg.cq_entries)
-                next_offsets[key] = queue_offset + len(msg.records)
-                index_records.extend((topic, rec[0], store_ts, rec[1], rec[2]) for rec in msg.records)
+                next_offsets[key] = queue_offset + msg.count
+                index_items.extend(msg.index_items)
                 continue
             tags_code = msg.tags_code
             if topic == SCHEDULE_TOPIC:
@@ -201,14 +204,14 @@ class Dispatcher:
             chunks.append(pack(phys, size, tags_code))
             next_offsets[key] = queue_offset + 1
             props = msg.properties
-            index_records.append((topic, phys, store_ts, props.get("UNIQ_KEY"), props.get("KEYS")))
+            index_items.extend(record_items(topic, phys, store_ts, props.get("UNIQ_KEY"), props.get("KEYS")))
         arrived: dict[tuple[str, int], int] = {}
         for key, chunks in groups.items():
             if chunks:
                 self._put_group(key, first_offsets[key], chunks)
                 arrived[key] = next_offsets[key]
-        if self.index is not None and index_records:
-            self.index.build_index_many(index_records)
+        if self.index is not None and index_items:
+            self.index.add_items(index_items)
         phys, size, _queue_offset, store_ts, _msg = batch[-1]
         self.dispatched_offset = phys + size
         self.last_store_timestamp = store_ts

@@ -149,14 +149,21 @@ def _ms_of(name: str) -> int:
 def _record_keys(topic: str, uniq_key: str | None, keys: str | None) -> list[str]:
     """Return the index keys of one record: ``topic#uniq_key``, then ``topic#key`` for each
     distinct non-empty word of the KEYS property."""
-    prefix = topic + "#"
-    names = [prefix + uniq_key] if uniq_key else []
+    return [f"{t}#{k}" for t, k, _phy, _ts in record_items(topic, 0, 0, uniq_key, keys)]
+
+
+def record_items(topic: str, phy: int, ts: int, uniq_key: str | None, keys: str | None) -> list[IndexItem]:
+    """The index items of one record: its UNIQ_KEY, then each distinct non-empty KEYS word.
+
+    (``_speedups.write_batch`` builds the same items for encoded batches.)
+    """
+    items = [(topic, uniq_key, phy, ts)] if uniq_key else []
     if keys:
         if KEY_SEPARATOR in keys:
-            names.extend(prefix + key for key in dict.fromkeys(keys.split(KEY_SEPARATOR)) if key)
+            items.extend((topic, key, phy, ts) for key in dict.fromkeys(keys.split(KEY_SEPARATOR)) if key)
         else:
-            names.append(prefix + keys)
-    return names
+            items.append((topic, keys, phy, ts))
+    return items
 
 
 def _wall_clock_ms() -> int:
@@ -790,29 +797,25 @@ class IndexService:
                     current.put_key(name, phy_offset, store_timestamp_ms)
 
     def build_index_many(self, records: list[tuple[str, int, int, str | None, str | None]]) -> None:
-        """``build_index`` for many records at once: (topic, phy, ts, uniq_key, keys) each.
+        """``build_index`` for many records at once: (topic, phy, ts, uniq_key, keys) each."""
+        items: list[IndexItem] = []
+        for topic, phy, ts, uniq_key, keys in records:
+            items.extend(record_items(topic, phy, ts, uniq_key, keys))
+        self.add_items(items)
 
-        Records must come in commit-log order.  Records at or below the newest indexed
-        offset go through ``build_index`` (which skips or completes them); the rest are
-        put in one pass per file.
+    def add_items(self, items: list[IndexItem]) -> None:
+        """Put index items (see ``record_items``) in commit-log order, rolling files as needed.
+
+        Items of records at or below the newest indexed offset go through ``build_index``'s
+        rules (skipped, or completed at the same offset), so re-dispatch stays idempotent.
         """
         with self._lock:
             files = self._files
             end = files[-1]._end_phy if files else -1
-            items: list[IndexItem] = []
-            for topic, phy, ts, uniq_key, keys in records:
-                if phy <= end:
-                    self.build_index(topic, phy, ts, uniq_key, keys)
-                    continue
-                if uniq_key:
-                    items.append((topic, uniq_key, phy, ts))
-                if keys:
-                    if KEY_SEPARATOR in keys:
-                        items.extend(
-                            (topic, key, phy, ts) for key in dict.fromkeys(keys.split(KEY_SEPARATOR)) if key
-                        )
-                    else:
-                        items.append((topic, keys, phy, ts))
+            if items and items[0][2] <= end:
+                for topic, key, phy, ts in [item for item in items if item[2] <= end]:
+                    self.build_index(topic, phy, ts, key, None)
+                items = [item for item in items if item[2] > end]
             done = 0
             current = self._files[-1] if self._files else None
             while done < len(items):

@@ -461,22 +461,24 @@ class MessageBatchInner:
 class DispatchRun:
     """Dispatch data for the records of one encoded batch (one consume queue, in order)."""
 
-    __slots__ = ("topic", "queue_id", "sys_flag", "cq_entries", "records")
+    __slots__ = ("topic", "queue_id", "sys_flag", "count", "cq_entries", "index_items")
 
     def __init__(
         self,
         topic: str,
         queue_id: int,
+        count: int,
         cq_entries: bytes,
-        records: list[tuple[int, str | None, str | None]],
+        index_items: list[tuple[str, str, int, int]],
     ) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.sys_flag = 0
+        self.count = count
         # The records' 20-byte consume-queue entries, packed, in queue order.
         self.cq_entries = cq_entries
-        # (commit-log offset, UNIQ_KEY, KEYS) per record, for the index.
-        self.records = records
+        # (topic, key, commit-log offset, store time) for the index, in order.
+        self.index_items = index_items
 
 
 def finish_record(record: bytearray, queue_offset: int, physical_offset: int, store_timestamp: int) -> None:
