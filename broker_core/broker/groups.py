@@ -17,23 +17,15 @@ Thread-safe: every method takes the manager's lock; configs are immutable values
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypedDict
 
-from broker_core.errors import MessageIllegalError
 from broker_core.store.configfile import (
-    Clock,
-    ConfigFile,
-    DataVersion,
-    config_path,
+    VersionedConfigTable,
     json_bool,
     json_int,
-    json_object,
     json_str,
-    now_ms,
 )
 from broker_core.topics import group_problem
 
@@ -123,92 +115,18 @@ class SubscriptionGroupConfig:
         )
 
 
-class SubscriptionGroupManager(ConfigFile):
+class SubscriptionGroupManager(VersionedConfigTable[SubscriptionGroupConfig]):
     """Every consumer group's settings, saved in ``subscriptionGroup.json``."""
 
-    def __init__(self, store_root: str | os.PathLike[str], *, clock: Clock = now_ms) -> None:
-        super().__init__()
-        self._path = config_path(store_root, SUBSCRIPTION_GROUP_FILE)
-        self._clock = clock
-        self._table: dict[GroupName, SubscriptionGroupConfig] = {}
-        self._data_version = DataVersion(0, clock())
+    FILE_NAME = SUBSCRIPTION_GROUP_FILE
+    TABLE_KEY = "subscriptionGroupTable"
+    NAME_KEY = "groupName"
+    KIND = "group"
 
-    @property
-    def config_file_path(self) -> Path:
-        return self._path
+    @staticmethod
+    def name_of(config: SubscriptionGroupConfig) -> str:
+        return config.group_name
 
-    @property
-    def data_version(self) -> DataVersion:
-        """A copy of the version, which moves on every change to the table."""
-        with self._lock:
-            return self._data_version.copy()
-
-    def get(self, group: str) -> SubscriptionGroupConfig | None:
-        with self._lock:
-            return self._table.get(group)
-
-    def contains(self, group: str) -> bool:
-        with self._lock:
-            return group in self._table
-
-    __contains__ = contains
-
-    def all(self) -> dict[GroupName, SubscriptionGroupConfig]:
-        """A copy of the table."""
-        with self._lock:
-            return dict(self._table)
-
-    def update(self, config: SubscriptionGroupConfig) -> None:
-        """Create or replace ``config.group_name``'s settings and persist the table.
-
-        Raises ``MessageIllegalError`` saying what is wrong with an invalid config, and
-        ``StoreError`` when the file cannot be written.
-        """
-        _validate(config)
-        with self._lock:
-            self._table[config.group_name] = config
-            self._data_version.next_version(self._clock())
-        self.persist()
-
-    def ensure(self, config: SubscriptionGroupConfig) -> bool:
-        """Add ``config`` unless the group already exists; return whether it was added."""
-        _validate(config)
-        with self._lock:
-            if config.group_name in self._table:
-                return False
-            self._table[config.group_name] = config
-            self._data_version.next_version(self._clock())
-        self.persist()
-        return True
-
-    def delete(self, group: str) -> bool:
-        """Remove ``group``'s settings and persist the table; return whether it existed."""
-        with self._lock:
-            if self._table.pop(group, None) is None:
-                return False
-            self._data_version.next_version(self._clock())
-        self.persist()
-        return True
-
-    def encode(self) -> dict[str, Any]:
-        return {
-            "dataVersion": self._data_version.to_json(),
-            "subscriptionGroupTable": {name: self._table[name].to_json() for name in sorted(self._table)},
-        }
-
-    def decode(self, obj: dict[str, Any]) -> None:
-        table: dict[GroupName, SubscriptionGroupConfig] = {}
-        for name, raw in json_object(obj, "subscriptionGroupTable").items():
-            if not isinstance(raw, dict):
-                raise ValueError(f"config of group {name!r} must be a JSON object")
-            config = SubscriptionGroupConfig.from_json({"groupName": name, **raw})
-            table[config.group_name] = config
-        version = DataVersion.from_json(json_object(obj, "dataVersion"))
-        self._table = table
-        self._data_version = version
-
-
-def _validate(config: SubscriptionGroupConfig) -> None:
-    problem = config.problem()
-    if problem is not None:
-        raise MessageIllegalError(problem)
+    @staticmethod
+    def config_from_json(obj: Mapping[str, Any]) -> SubscriptionGroupConfig:
+        return SubscriptionGroupConfig.from_json(obj)

@@ -22,23 +22,15 @@ Thread-safe: every method takes the manager's lock; configs are immutable values
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, TypedDict
 
-from broker_core.errors import MessageIllegalError
 from broker_core.store.configfile import (
-    Clock,
-    ConfigFile,
-    DataVersion,
-    config_path,
+    VersionedConfigTable,
     json_bool,
     json_int,
-    json_object,
     json_str,
-    now_ms,
 )
 from broker_core.topics import topic_problem
 
@@ -153,95 +145,18 @@ class TopicConfig:
         )
 
 
-class TopicConfigManager(ConfigFile):
+class TopicConfigManager(VersionedConfigTable[TopicConfig]):
     """Every topic this broker serves, saved in ``topics.json``."""
 
-    def __init__(self, store_root: str | os.PathLike[str], *, clock: Clock = now_ms) -> None:
-        super().__init__()
-        self._path = config_path(store_root, TOPICS_FILE)
-        self._clock = clock
-        self._table: dict[TopicName, TopicConfig] = {}
-        self._data_version = DataVersion(0, clock())
+    FILE_NAME = TOPICS_FILE
+    TABLE_KEY = "topicConfigTable"
+    NAME_KEY = "topicName"
+    KIND = "topic"
 
-    @property
-    def config_file_path(self) -> Path:
-        return self._path
+    @staticmethod
+    def name_of(config: TopicConfig) -> str:
+        return config.topic_name
 
-    @property
-    def data_version(self) -> DataVersion:
-        """A copy of the version, which moves on every change to the table."""
-        with self._lock:
-            return self._data_version.copy()
-
-    def get(self, topic: str) -> TopicConfig | None:
-        with self._lock:
-            return self._table.get(topic)
-
-    def contains(self, topic: str) -> bool:
-        with self._lock:
-            return topic in self._table
-
-    __contains__ = contains
-
-    def all(self) -> dict[TopicName, TopicConfig]:
-        """A copy of the table."""
-        with self._lock:
-            return dict(self._table)
-
-    def update(self, config: TopicConfig) -> None:
-        """Create or replace ``config.topic_name``'s config and persist the table.
-
-        Raises ``MessageIllegalError`` saying what is wrong with an invalid config, and
-        ``StoreError`` when the file cannot be written.
-        """
-        _validate(config)
-        with self._lock:
-            self._table[config.topic_name] = config
-            self._data_version.next_version(self._clock())
-        self.persist()
-
-    def ensure(self, config: TopicConfig) -> bool:
-        """Add ``config`` unless its topic already exists; return whether it was added.
-
-        An existing topic keeps its config: an operator may have changed it.
-        """
-        _validate(config)
-        with self._lock:
-            if config.topic_name in self._table:
-                return False
-            self._table[config.topic_name] = config
-            self._data_version.next_version(self._clock())
-        self.persist()
-        return True
-
-    def delete(self, topic: str) -> bool:
-        """Remove ``topic``'s config and persist the table; return whether it existed."""
-        with self._lock:
-            if self._table.pop(topic, None) is None:
-                return False
-            self._data_version.next_version(self._clock())
-        self.persist()
-        return True
-
-    def encode(self) -> dict[str, Any]:
-        return {
-            "dataVersion": self._data_version.to_json(),
-            "topicConfigTable": {name: self._table[name].to_json() for name in sorted(self._table)},
-        }
-
-    def decode(self, obj: dict[str, Any]) -> None:
-        table: dict[TopicName, TopicConfig] = {}
-        for name, raw in json_object(obj, "topicConfigTable").items():
-            if not isinstance(raw, dict):
-                raise ValueError(f"config of topic {name!r} must be a JSON object")
-            config = TopicConfig.from_json({"topicName": name, **raw})
-            table[config.topic_name] = config
-        version = DataVersion.from_json(json_object(obj, "dataVersion"))
-        self._table = table
-        self._data_version = version
-
-
-def _validate(config: TopicConfig) -> None:
-    problem = config.problem()
-    if problem is not None:
-        raise MessageIllegalError(problem)
+    @staticmethod
+    def config_from_json(obj: Mapping[str, Any]) -> TopicConfig:
+        return TopicConfig.from_json(obj)

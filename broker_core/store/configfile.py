@@ -32,11 +32,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, ClassVar, Generic, Protocol, TypedDict, TypeVar
 
 import orjson
 
-from broker_core.errors import StoreError
+from broker_core.errors import MessageIllegalError, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -311,3 +311,132 @@ class ConfigFile(ABC):
             log.warning("could not move %s aside to %s: %s", path, corrupt, exc)
         else:
             log.warning("moved unusable %s aside to %s", path, corrupt)
+
+
+# -- a versioned table of named configs -------------------------------------------------
+
+
+class NamedConfig(Protocol):
+    """What a table entry offers: its JSON form and, when invalid, why."""
+
+    def to_json(self) -> Mapping[str, Any]: ...
+
+    def problem(self) -> str | None: ...
+
+
+C = TypeVar("C", bound=NamedConfig)
+
+
+class VersionedConfigTable(ConfigFile, Generic[C]):
+    """Named configs with a data version, saved as ``{"dataVersion": .., TABLE_KEY: {name: config}}``.
+
+    The shape of RocketMQ's ``topics.json`` and ``subscriptionGroup.json``.  Subclasses set
+    ``FILE_NAME``, ``TABLE_KEY``, ``NAME_KEY`` (the entry's own name field in JSON) and
+    ``KIND`` (for messages), and say how to name and parse an entry.  Every change moves the
+    data version (brokers re-register when it does) and persists the file.
+    """
+
+    FILE_NAME: ClassVar[str]
+    TABLE_KEY: ClassVar[str]
+    NAME_KEY: ClassVar[str]
+    KIND: ClassVar[str]
+
+    def __init__(self, store_root: str | os.PathLike[str], *, clock: Callable[[], int] = now_ms) -> None:
+        super().__init__()
+        self._path = config_path(store_root, self.FILE_NAME)
+        self._clock = clock
+        self._table: dict[str, C] = {}
+        self._data_version = DataVersion(0, clock())
+
+    @staticmethod
+    @abstractmethod
+    def name_of(config: C) -> str:
+        """The entry's name (its key in the table)."""
+
+    @staticmethod
+    @abstractmethod
+    def config_from_json(obj: Mapping[str, Any]) -> C:
+        """Parse one entry (raise ValueError/TypeError/KeyError when malformed)."""
+
+    @property
+    def config_file_path(self) -> Path:
+        return self._path
+
+    @property
+    def data_version(self) -> DataVersion:
+        """A copy of the version, which moves on every change to the table."""
+        with self._lock:
+            return self._data_version.copy()
+
+    def get(self, name: str) -> C | None:
+        with self._lock:
+            return self._table.get(name)
+
+    def contains(self, name: str) -> bool:
+        with self._lock:
+            return name in self._table
+
+    __contains__ = contains
+
+    def all(self) -> dict[str, C]:
+        """A copy of the table."""
+        with self._lock:
+            return dict(self._table)
+
+    def update(self, config: C) -> None:
+        """Create or replace an entry and persist the table.
+
+        Raises ``MessageIllegalError`` saying what is wrong with an invalid config, and
+        ``StoreError`` when the file cannot be written.
+        """
+        self._validate(config)
+        with self._lock:
+            self._table[self.name_of(config)] = config
+            self._data_version.next_version(self._clock())
+        self.persist()
+
+    def ensure(self, config: C) -> bool:
+        """Add ``config`` unless an entry of that name exists; return whether it was added.
+
+        An existing entry keeps its config: an operator may have changed it.
+        """
+        self._validate(config)
+        with self._lock:
+            if self.name_of(config) in self._table:
+                return False
+            self._table[self.name_of(config)] = config
+            self._data_version.next_version(self._clock())
+        self.persist()
+        return True
+
+    def delete(self, name: str) -> bool:
+        """Remove an entry and persist the table; return whether it existed."""
+        with self._lock:
+            if self._table.pop(name, None) is None:
+                return False
+            self._data_version.next_version(self._clock())
+        self.persist()
+        return True
+
+    def encode(self) -> dict[str, Any]:
+        return {
+            "dataVersion": self._data_version.to_json(),
+            self.TABLE_KEY: {name: self._table[name].to_json() for name in sorted(self._table)},
+        }
+
+    def decode(self, obj: dict[str, Any]) -> None:
+        table: dict[str, C] = {}
+        for name, raw in json_object(obj, self.TABLE_KEY).items():
+            if not isinstance(raw, dict):
+                raise ValueError(f"config of {self.KIND} {name!r} must be a JSON object")
+            config = self.config_from_json({self.NAME_KEY: name, **raw})
+            table[self.name_of(config)] = config
+        version = DataVersion.from_json(json_object(obj, "dataVersion"))
+        self._table = table
+        self._data_version = version
+
+    @staticmethod
+    def _validate(config: C) -> None:
+        problem = config.problem()
+        if problem is not None:
+            raise MessageIllegalError(problem)
