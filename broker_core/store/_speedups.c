@@ -388,11 +388,14 @@ fail:
     return NULL;
 }
 
-/* Find NAME\x01value\x02 in properties; return a new str for the value, or None. */
+/* Find NAME\x01value\x02 in properties; return a new str for the value, or None.
+   The last occurrence wins, as in message.decode_properties (and Java). */
 static PyObject *
 prop_value(const unsigned char *props, Py_ssize_t len, const char *name, Py_ssize_t name_len)
 {
     Py_ssize_t at = 0;
+    const unsigned char *found = NULL;
+    Py_ssize_t found_len = 0;
     while (at < len) {
         Py_ssize_t end = at;
         while (end < len && props[end] != 2) {
@@ -402,12 +405,16 @@ prop_value(const unsigned char *props, Py_ssize_t len, const char *name, Py_ssiz
             const unsigned char *v = props + at + name_len + 1;
             Py_ssize_t vlen = end - at - name_len - 1;
             if (memchr(v, 1, (size_t)vlen) == NULL) {
-                return PyUnicode_DecodeUTF8((const char *)v, vlen, "replace");
+                found = v;
+                found_len = vlen;
             }
         }
         at = end + 1;
     }
-    Py_RETURN_NONE;
+    if (found == NULL) {
+        Py_RETURN_NONE;
+    }
+    return PyUnicode_DecodeUTF8((const char *)found, found_len, "replace");
 }
 
 static PyObject *

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -208,13 +209,16 @@ class CommitLog:
             base = mf.file_from_offset
             store_ts = self._clock_ms()
             queue_offsets = []
+            taken: dict[tuple[str, int], int] = {}  # committed to the table once written
             for msg in msgs:
                 if msg.sys_flag & TRANSACTION_TYPE_MASK in _NO_QUEUE_SLOT:
                     queue_offsets.append(0)
                     continue
                 key = (msg.topic, msg.queue_id)
-                queue_offset = table.get(key, 0)
-                table[key] = queue_offset + 1
+                queue_offset = taken.get(key)
+                if queue_offset is None:
+                    queue_offset = table.get(key, 0)
+                taken[key] = queue_offset + 1
                 queue_offsets.append(queue_offset)
             if fast:
                 end = _c_write_records(mf.mm, start, base, store_ts, store_host, msgs, queue_offsets)
@@ -227,6 +231,7 @@ class CommitLog:
                     end += size
             mf.wrote_position = end
             self.records_end = base + end
+            table.update(taken)
             offsets = list(accumulate(sizes[:-1], initial=base + start))
             self.appended.extend(zip(offsets, sizes, queue_offsets, repeat(store_ts), msgs))
         return PutMessageResult(
@@ -383,7 +388,9 @@ class CommitLog:
         if not files:
             return 0
         start_offset = min(max(start_offset, self.queue.min_offset), self.queue.max_offset)
-        index = min((start_offset - files[0].file_from_offset) // self.file_size, len(files) - 1)
+        index = first_index = min(
+            (start_offset - files[0].file_from_offset) // self.file_size, len(files) - 1
+        )
         # Validate from the start of that file (a record always begins there), not from the
         # offset itself: bytes before it may have been lost or damaged since it was written.
         # Re-dispatching the records in between is idempotent.
@@ -409,6 +416,10 @@ class CommitLog:
             break
         self.truncate(end)
         self.records_end = end
+        # What survived a process crash may still be only in the page cache: sync it (and
+        # the zeroed tail) now, before anything new is acknowledged on top of it.
+        for mf in self.queue.files[first_index:]:
+            os.fsync(mf.fileno())
         return end
 
     def truncate(self, offset: int) -> None:
@@ -438,18 +449,18 @@ class CommitLog:
         oldest files whatever their age (the disk is nearly full).  Returns how many went.
         """
         files = self.queue.files
-        count = 0
+        doomed = []
         for index in range(len(files) - 1):
-            if count >= max_count:
+            if len(doomed) >= max_count:
                 break
             newest = self.store_timestamp_at(files[index + 1].file_from_offset)
             if not force and (newest < 0 or newest >= expired_before_ms):
                 break
-            count += 1
-        if count:
-            doomed = self.queue.delete_first(count)
-            log.info("deleted %d commit-log file(s): %s", count, ", ".join(mf.path.name for mf in doomed))
-        return count
+            doomed.append(files[index])
+        gone = self.queue.delete_first(doomed) if doomed else []
+        if gone:
+            log.info("deleted %d commit-log file(s): %s", len(gone), ", ".join(mf.path.name for mf in gone))
+        return len(gone)
 
     def close(self) -> None:
         self.queue.close()

@@ -41,6 +41,7 @@ BLANK_ENTRY_SIZE = 0x7FFFFFFF
 _ENTRY = struct.Struct(">qiq")
 _BLANK_ENTRY = _ENTRY.pack(0, BLANK_ENTRY_SIZE, 0)
 _MAX_PACK = 256
+MAX_GAP_FILL = 1_000_000  # more missing entries than this is corruption, not a lost offset
 _PACKERS: dict[int, struct.Struct] = {}
 
 Entry = tuple[int, int, int]  # (commit-log offset, size, tag hash code)
@@ -97,14 +98,31 @@ class ConsumeQueue:
                     or mf.wrote_position
                     or self.queue.first is not mf
                 ):
-                    log.error(
-                        "consume queue %s-%d: entry %d would leave a gap after %d; not written",
+                    # A queue offset went missing: fill it with blank entries (readers skip
+                    # them) rather than leave every later message unreachable.
+                    missing = (expected - current) // CQ_STORE_UNIT_SIZE
+                    if missing > MAX_GAP_FILL:
+                        log.error(
+                            "consume queue %s-%d: entry %d would leave a gap of %d after %d; not written",
+                            self.topic,
+                            self.queue_id,
+                            queue_offset,
+                            missing,
+                            current // CQ_STORE_UNIT_SIZE,
+                        )
+                        return False
+                    log.warning(
+                        "consume queue %s-%d: %d missing entries before %d filled with blanks",
                         self.topic,
                         self.queue_id,
+                        missing,
                         queue_offset,
-                        current // CQ_STORE_UNIT_SIZE,
                     )
-                    return False
+                    for _ in range(missing):
+                        mf = self.queue.last_for_write()
+                        mf.mm[mf.wrote_position : mf.wrote_position + CQ_STORE_UNIT_SIZE] = _BLANK_ENTRY
+                        mf.wrote_position += CQ_STORE_UNIT_SIZE
+                    mf = self.queue.last_for_write()
                 # First entry of a queue that starts past its first file's start.
                 for pos in range(0, expected - mf.file_from_offset, CQ_STORE_UNIT_SIZE):
                     mf.mm[pos : pos + CQ_STORE_UNIT_SIZE] = _BLANK_ENTRY
@@ -282,8 +300,11 @@ class ConsumeQueue:
             lo, hi = self.min_offset, self.max_offset
 
             def before(offset: int) -> bool:
+                # Zero entries (pages that never reached the disk) count as dirty too.
                 entry = self.entries(offset, 1)
-                return bool(entry) and (entry[0][1] == BLANK_ENTRY_SIZE or entry[0][0] < phys_offset)
+                return bool(entry) and (
+                    entry[0][1] == BLANK_ENTRY_SIZE or (entry[0][1] > 0 and entry[0][0] < phys_offset)
+                )
 
             cut = lo + bisect.bisect_left(_OffsetRange(lo, hi, before), True)
             if cut >= hi:
@@ -314,14 +335,13 @@ class ConsumeQueue:
         The file being written is kept.  Returns how many were deleted.
         """
         files = self.queue.files
-        count = 0
+        doomed = []
         for mf in files[:-1]:
             last = _last_entry(mf)
             if last is None or last[0] + last[1] > commit_log_min_offset and last[1] != BLANK_ENTRY_SIZE:
                 break
-            count += 1
-        if count:
-            self.queue.delete_first(count)
+            doomed.append(mf)
+        count = len(self.queue.delete_first(doomed)) if doomed else 0
         self.correct_min_offset(commit_log_min_offset)
         return count
 

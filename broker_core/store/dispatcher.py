@@ -21,6 +21,7 @@ the head of the queue and is retried, so nothing is skipped.
 
 from __future__ import annotations
 
+import errno
 import logging
 import struct
 import threading
@@ -52,6 +53,7 @@ ArrivalListener = Callable[[dict[tuple[str, int], int]], None]
 _SKIP_CQ = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _CQ_ENTRY = struct.Struct(">qiq")  # the consume-queue entry layout (consumequeue.py)
 _RETRY_SECONDS = 1.0
+_NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 POLL_INTERVAL_SECONDS = 0.001
 MAX_BATCH = 4096
 # The appending thread drains once this many bytes of records await dispatch.
@@ -121,9 +123,10 @@ class Dispatcher:
                 continue
             try:
                 self.drain()
-            except OSError as exc:
+            except Exception as exc:  # never let the thread die: nothing would be dispatched
                 log.error("dispatch failed, retrying in %.0fs: %s", _RETRY_SECONDS, exc)
-                self._on_disk_full(exc)
+                if isinstance(exc, OSError) and exc.errno in _NO_SPACE_ERRNOS:
+                    self._on_disk_full(exc)
                 time.sleep(_RETRY_SECONDS)
             seen = self.dispatched_offset
 
@@ -135,8 +138,10 @@ class Dispatcher:
         ):
             try:
                 self.drain(blocking=False)
-            except OSError as exc:  # the dispatcher thread retries; the append itself succeeded
-                self._on_disk_full(exc)
+            except Exception as exc:  # the append succeeded; the dispatcher thread retries
+                log.warning("inline dispatch failed (the dispatcher thread will retry): %s", exc)
+                if isinstance(exc, OSError) and exc.errno in _NO_SPACE_ERRNOS:
+                    self._on_disk_full(exc)
 
     def drain(self, *, blocking: bool = True) -> int:
         """Dispatch every appended record now; return how many.
@@ -151,19 +156,28 @@ class Dispatcher:
         if not self._drain_lock.acquire(blocking):
             return 0
         try:
-            appended = self.commit_log.appended
-            total = 0
-            while appended:
-                batch = [appended.popleft() for _ in range(min(len(appended), MAX_BATCH))]
-                try:
-                    self._dispatch_batch(batch)
-                except BaseException:
-                    appended.extendleft(reversed(batch))
-                    raise
-                total += len(batch)
-            return total
+            return self._drain_locked()
         finally:
             self._drain_lock.release()
+
+    def _drain_locked(self) -> int:
+        appended = self.commit_log.appended
+        total = 0
+        while appended:
+            batch = [appended.popleft() for _ in range(min(len(appended), MAX_BATCH))]
+            try:
+                self._dispatch_batch(batch)
+            except BaseException:
+                appended.extendleft(reversed(batch))
+                raise
+            total += len(batch)
+        return total
+
+    def run_drained(self, action: Callable[[], None]) -> None:
+        """Dispatch everything pending, then run ``action`` before anything else is dispatched."""
+        with self._drain_lock:
+            self._drain_locked()
+            action()
 
     def _dispatch_batch(self, batch: list[Appended]) -> None:
         delays = self.delay_levels_ms

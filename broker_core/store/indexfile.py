@@ -784,17 +784,21 @@ class IndexService:
             OSError: a new file was needed and could not be created (disk full).
         """
         with self._lock:
-            files = self._files
-            current = files[-1] if files else None
-            if current is not None and phy_offset <= current._end_phy:
-                if phy_offset == current._end_phy:
-                    self._complete_record(topic, phy_offset, store_timestamp_ms, uniq_key, keys)
-                return
-            # The common case, kept inline: this runs for every message on the dispatcher.
-            for name in _record_keys(topic, uniq_key, keys):
-                if current is None or not current.put_key(name, phy_offset, store_timestamp_ms):
-                    current = self._roll()
-                    current.put_key(name, phy_offset, store_timestamp_ms)
+            self._build_index_locked(topic, phy_offset, store_timestamp_ms, uniq_key, keys)
+
+    def _build_index_locked(
+        self, topic: str, phy_offset: int, store_timestamp_ms: int, uniq_key: str | None, keys: str | None
+    ) -> None:
+        files = self._files
+        current = files[-1] if files else None
+        if current is not None and phy_offset <= current._end_phy:
+            if phy_offset == current._end_phy:
+                self._complete_record(topic, phy_offset, store_timestamp_ms, uniq_key, keys)
+            return
+        for name in _record_keys(topic, uniq_key, keys):
+            if current is None or not current.put_key(name, phy_offset, store_timestamp_ms):
+                current = self._roll()
+                current.put_key(name, phy_offset, store_timestamp_ms)
 
     def build_index_many(self, records: list[tuple[str, int, int, str | None, str | None]]) -> None:
         """``build_index`` for many records at once: (topic, phy, ts, uniq_key, keys) each."""
@@ -813,8 +817,9 @@ class IndexService:
             files = self._files
             end = files[-1]._end_phy if files else -1
             if items and items[0][2] <= end:
+                # Already indexed (a retried or re-dispatched batch): skip, or complete at `end`.
                 for topic, key, phy, ts in [item for item in items if item[2] <= end]:
-                    self.build_index(topic, phy, ts, key, None)
+                    self._build_index_locked(topic, phy, ts, key, None)
                 items = [item for item in items if item[2] > end]
             done = 0
             current = self._files[-1] if self._files else None

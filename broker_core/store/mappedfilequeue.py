@@ -275,13 +275,22 @@ class MappedFileQueue:
         with self._lock:
             self.files = keep
 
-    def delete_first(self, count: int) -> list[MappedFile]:
-        """Remove and destroy the first ``count`` files; return them (now closed)."""
+    def delete_first(self, doomed: list[MappedFile]) -> list[MappedFile]:
+        """Remove and destroy ``doomed``, which must be the oldest files, in order.
+
+        Only what is still at the head of the list goes (a concurrent deletion may have
+        taken some already), and never the last file: the log must keep its position.
+        Returns the files actually deleted (now closed).
+        """
         with self._lock:
-            doomed, self.files = self.files[:count], self.files[count:]
-        for mf in doomed:
+            files = self.files
+            count = 0
+            while count < len(doomed) and count < len(files) - 1 and files[count] is doomed[count]:
+                count += 1
+            gone, self.files = files[:count], files[count:]
+        for mf in gone:
             mf.destroy()
-        return doomed
+        return gone
 
     def close(self) -> None:
         if self._preallocator is not None:

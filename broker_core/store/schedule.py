@@ -34,10 +34,13 @@ from broker_core.store.message import (
     MessageExt,
     MessageInner,
 )
-from broker_core.store.results import PutMessageResult
+from broker_core.store.results import PutMessageResult, PutMessageStatus
 from broker_core.topics import SCHEDULE_TOPIC
 
 log = logging.getLogger(__name__)
+
+# Put outcomes that retrying cannot change: the message is skipped, not retried forever.
+_PERMANENT_FAILURES = (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
 
 
 def apply_delay(msg: MessageInner, max_level: int) -> None:
@@ -99,6 +102,7 @@ class ScheduleMessageService(ConfigFile):
         self.offset_table: dict[int, int] = {}
         # Held while delivering one message and while the checkpoint snapshots the table.
         self.delivery_lock = threading.Lock()
+        self._scan_lock = threading.Lock()
         self.delivered_total = 0
 
     @property
@@ -139,6 +143,10 @@ class ScheduleMessageService(ConfigFile):
         the next scan for exactly then.  Stops early (and reports ``now_ms`` as next due)
         when ``max_messages`` were delivered or a put failed, e.g. the disk is full.
         """
+        with self._scan_lock:  # two scans at once would deliver the same entries twice
+            return self._deliver_due(now_ms, max_messages)
+
+    def _deliver_due(self, now_ms: int, max_messages: int) -> tuple[int, int | None]:
         store = self._store
         delivered = 0
         next_due: int | None = None
@@ -149,36 +157,51 @@ class ScheduleMessageService(ConfigFile):
             offset = max(self.offset_table.get(level, 0), cq.min_offset)
             while offset < cq.max_offset:
                 if delivered >= max_messages:
+                    self.delivered_total += delivered
                     return delivered, now_ms
                 entry = cq.get(offset)
                 if entry is None:  # expired or blank: nothing to deliver there
-                    offset += 1
-                    self.offset_table[level] = offset
+                    offset = self._advance(level, offset)
                     continue
                 phys, _size, deliver_at = entry
                 if deliver_at > now_ms:
                     next_due = deliver_at if next_due is None else min(next_due, deliver_at)
                     break
                 stored = store.look_message_by_offset(phys)
-                if stored is None:
+                if stored is None or PROPERTY_REAL_TOPIC not in stored.properties:
                     log.warning(
-                        "delayed message at %d (level %d, offset %d) is gone; skipping", phys, level, offset
+                        "schedule entry %d of level %d has no deliverable message; skipping", offset, level
                     )
-                    offset += 1
-                    self.offset_table[level] = offset
+                    offset = self._advance(level, offset)
                     continue
                 with self.delivery_lock:
                     result: PutMessageResult = store.put_message(restore_delayed(stored, level, offset))
+                    if result.status in _PERMANENT_FAILURES:
+                        # It will never fit (e.g. the marker pushed it past maxMessageSize):
+                        # skip it rather than hold back every later message of its level.
+                        log.error(
+                            "delayed message %s (level %d, offset %d) cannot be delivered: %s; skipped",
+                            stored.msg_id,
+                            level,
+                            offset,
+                            result.remark,
+                        )
+                        offset = self._advance(level, offset)
+                        continue
                     if not result.ok:
                         log.warning(
                             "delivering delayed message failed (%s): %s", result.status.value, result.remark
                         )
-                        return delivered, now_ms
-                    offset += 1
-                    self.offset_table[level] = offset
+                        next_due = now_ms  # try this level again on the next scan
+                        break
+                    offset = self._advance(level, offset)
                 delivered += 1
         self.delivered_total += delivered
         return delivered, next_due
+
+    def _advance(self, level: int, offset: int) -> int:
+        self.offset_table[level] = offset + 1
+        return offset + 1
 
     def backlog(self, now_ms: int) -> list[dict[str, int | None]]:
         """Per level: messages waiting and when the next one is due (for the console)."""

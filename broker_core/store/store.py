@@ -53,11 +53,12 @@ from broker_core.store.message import (
 from broker_core.store.offsets import ConsumerOffsetManager
 from broker_core.store.results import GetMessageResult, GetMessageStatus, PutMessageResult, PutMessageStatus
 from broker_core.store.schedule import ScheduleMessageService, apply_delay
-from broker_core.topics import topic_problem
+from broker_core.topics import SCHEDULE_TOPIC, topic_problem
 
 log = logging.getLogger(__name__)
 
-MAX_QUEUE_ID = 1023  # RocketMQ caps a topic at 1024 queues
+MAX_QUEUE_ID = 1023
+SPACE_PROBE = ".space-probe"  # RocketMQ caps a topic at 1024 queues
 # Pulls with a tag filter scan at most this many entries before answering (RocketMQ).
 MAX_FILTER_MESSAGE_COUNT = 16_000
 # With a tag filter, consume-queue entries are read this many at a time.
@@ -136,6 +137,7 @@ class MessageStore:
         self._closed = False
         self._logics_lock = threading.Lock()
         self._valid_topics: set[str] = set()
+        self._expiry_lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -145,6 +147,7 @@ class MessageStore:
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         abort = self.root / "abort"
         self.recovered_abnormally = abort.exists()
+        (self.root / "commitlog" / SPACE_PROBE).unlink(missing_ok=True)  # left by a crash mid-probe
         self.checkpoint = StoreCheckpoint(self.root / "checkpoint")
         problems = self.commit_log.load() + self.consume_queues.load()
         if self.index is not None:
@@ -181,6 +184,9 @@ class MessageStore:
         self.consume_queues.recover()
         if not self._consume_queues_present():
             cutoff = commit_min
+        if self.index is not None and self.index.rebuild_from is not None:
+            # An index file was set aside as unreadable: index its records again.
+            cutoff = max(commit_min, min(cutoff, self.index.rebuild_from))
         self.consume_queues.truncate_dirty(cutoff)
         if self.index is not None:
             self.index.truncate(cutoff)
@@ -274,6 +280,12 @@ class MessageStore:
         refusal = self._queue_refusal(msg.topic, msg.queue_id)
         if refusal is not None:
             return refusal
+        if msg.topic == SCHEDULE_TOPIC:
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                f"{SCHEDULE_TOPIC} is written by the store's delay levels only: "
+                "set the DELAY property instead",
+            )
         if not msg.body:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, "the message body is empty")
         if len(msg.body) > self.config.max_message_size:
@@ -351,6 +363,9 @@ class MessageStore:
             return PutMessageResult(
                 PutMessageStatus.CREATE_MAPPED_FILE_FAILED, f"cannot write the commit log: {exc}"
             )
+        except Exception as exc:  # a bug must reach the producer as an error, not a dropped connection
+            log.exception("append failed")
+            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, f"the store failed to append: {exc!r}")
         if self._sync_flush and props.get(PROPERTY_WAIT_STORE_MSG_OK, "true") != "false":
             end = result.wrote_offset + result.wrote_bytes
             if waiter == "async":
@@ -439,7 +454,7 @@ class MessageStore:
         if self.disk_full_reason is not None and self.commit_log.disk_full_since is not None:
             # The last failure was a file that could not be created: try one now.
             try:
-                probe = self.root / "commitlog" / ".space-probe"
+                probe = self.root / "commitlog" / SPACE_PROBE
                 fd = os.open(probe, os.O_RDWR | os.O_CREAT, 0o644)
                 try:
                     os.posix_fallocate(fd, 0, self.config.mapped_file_size_commit_log)
@@ -462,6 +477,8 @@ class MessageStore:
             with self.schedule.delivery_lock:
                 dispatched = self.dispatcher.dispatched_offset
                 last_ts = self.dispatcher.last_store_timestamp
+                # The delay offsets may only claim deliveries whose records are on disk.
+                self.commit_log.flush()
                 try:
                     self.schedule.persist()
                 except Exception:
@@ -538,7 +555,7 @@ class MessageStore:
             if not entries:
                 break
             for phys, size, tag in entries:
-                if size == BLANK_ENTRY_SIZE or (wanted is not None and tag not in wanted):
+                if size == BLANK_ENTRY_SIZE or size <= 0 or (wanted is not None and tag not in wanted):
                     cursor += 1
                     scanned += 1
                     continue
@@ -573,9 +590,14 @@ class MessageStore:
         if raw is None:
             return None
         try:
-            return decode_record(raw)
+            msg = decode_record(raw)
         except RecordFormatError:
             return None
+        # A record's own PHYSICALOFFSET and CRC must agree: bytes that merely parse (a
+        # record-shaped message body, say) are not a message.
+        if msg.commit_log_offset != phys or not msg.body_crc_ok:
+            return None
+        return msg
 
     def view_message_by_id(self, msg_id: str) -> MessageExt | None:
         """The message with this offset msgId (raises MessageIllegalError for a bad id)."""
@@ -656,7 +678,10 @@ class MessageStore:
 
     def delete_expired_files(self, now_ms: int | None = None, *, manual: bool = False) -> ExpiryReport:
         """Run expiry now: delete what RocketMQ's rules allow (see ``cleanup``)."""
-        now_ms = self.clock_ms() if now_ms is None else now_ms
+        with self._expiry_lock:  # one run at a time: each decides from what it sees
+            return self._delete_expired_files(self.clock_ms() if now_ms is None else now_ms, manual)
+
+    def _delete_expired_files(self, now_ms: int, manual: bool) -> ExpiryReport:
         ratio = disk_used_ratio(self.root)
         decision = decide_expiry(self.config, now_ms, ratio, manual=manual)
         report = ExpiryReport(ran=decision.run, reason=decision.reason, disk_used_ratio=ratio)
@@ -679,11 +704,16 @@ class MessageStore:
     # -- maintenance ---------------------------------------------------------------------
 
     def delete_topic(self, topic: str) -> None:
-        """Forget a topic's consume queues (its records expire with the commit log)."""
-        self.consume_queues.delete_topic(topic)
-        with self.commit_log.put_lock:
-            for key in [k for k in self.commit_log.topic_queue_table if k[0] == topic]:
-                del self.commit_log.topic_queue_table[key]
+        """Forget a topic's consume queues; its records expire with the commit log.
+
+        Pending dispatch is finished first, under the dispatcher's lock, so no entry of the
+        topic is being written meanwhile.  Queue offsets keep counting: a topic created
+        again under the same name continues after the old offsets, so no offset ever
+        names two messages.  (Records after the last checkpoint are dispatched again by
+        an unclean restart's recovery, which brings their entries back: deleting a topic
+        for good is the broker's job, with its topic table.)
+        """
+        self.dispatcher.run_drained(lambda: self.consume_queues.delete_topic(topic))
 
     def wait_dispatched(self, timeout: float = 5.0) -> bool:
         """Block until every appended record is in the consume queues and index."""
