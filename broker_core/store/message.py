@@ -187,7 +187,26 @@ def decode_message_id(msg_id: str) -> tuple[str, int]:
     return decode_host(raw[:-8]), _LONG.unpack(raw[-8:])[0]
 
 
-class MessageInner:
+class _PropertyAccess:
+    """Named access to the reserved properties, for classes with a ``properties`` dict."""
+
+    __slots__ = ()
+    properties: dict[str, str]
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(PROPERTY_KEYS)
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+
+class MessageInner(_PropertyAccess):
     """A message on its way into the commit log (RocketMQ ``MessageExtBrokerInner``).
 
     Everything that does not depend on the record's position is computed here, outside
@@ -240,14 +259,6 @@ class MessageInner:
         # When given the properties exactly as a client sent them, keep those bytes.
         self._props_raw = properties_raw
         self._prepared: tuple[int, int, int, bytes] | None = None
-
-    @property
-    def keys(self) -> str | None:
-        return self.properties.get(PROPERTY_KEYS)
-
-    @property
-    def uniq_key(self) -> str | None:
-        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
     @property
     def delay_level(self) -> int:
@@ -495,7 +506,7 @@ def store_timestamp_pos(sys_flag: int) -> int:
 
 
 @dataclass(slots=True)
-class MessageExt:
+class MessageExt(_PropertyAccess):
     """A decoded record (RocketMQ ``MessageExt``)."""
 
     store_size: int
@@ -515,18 +526,6 @@ class MessageExt:
     topic: str
     properties: dict[str, str] = field(default_factory=dict)
     msg_id: str = ""
-
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(PROPERTY_TAGS)
-
-    @property
-    def keys(self) -> str | None:
-        return self.properties.get(PROPERTY_KEYS)
-
-    @property
-    def uniq_key(self) -> str | None:
-        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
     @property
     def body_crc_ok(self) -> bool:
