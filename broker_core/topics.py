@@ -43,15 +43,19 @@ SYSTEM_TOPICS = frozenset(
 )
 
 
+def _name_problem(kind: str, name: object, max_length: int) -> str | None:
+    if not isinstance(name, str) or not name:
+        return f"the {kind} name is empty"
+    if len(name) > max_length:
+        return f"the {kind} name is longer than {max_length} characters ({len(name)})"
+    if not _VALID_CHARS.fullmatch(name):
+        return f"the {kind} name {name!r} may only contain letters, digits, '%', '|', '_' and '-'"
+    return None
+
+
 def topic_problem(topic: object) -> str | None:
     """Return why ``topic`` is not a valid topic name, or None when it is valid."""
-    if not isinstance(topic, str) or not topic:
-        return "the topic name is empty"
-    if len(topic) > TOPIC_MAX_LENGTH:
-        return f"the topic name is longer than {TOPIC_MAX_LENGTH} characters ({len(topic)})"
-    if not _VALID_CHARS.fullmatch(topic):
-        return f"the topic name {topic!r} may only contain letters, digits, '%', '|', '_' and '-'"
-    return None
+    return _name_problem("topic", topic, TOPIC_MAX_LENGTH)
 
 
 def validate_topic(topic: object) -> str:
@@ -65,13 +69,7 @@ def validate_topic(topic: object) -> str:
 
 def group_problem(group: object) -> str | None:
     """Return why ``group`` is not a valid consumer/producer group name, or None."""
-    if not isinstance(group, str) or not group:
-        return "the group name is empty"
-    if len(group) > GROUP_MAX_LENGTH:
-        return f"the group name is longer than {GROUP_MAX_LENGTH} characters ({len(group)})"
-    if not _VALID_CHARS.fullmatch(group):
-        return f"the group name {group!r} may only contain letters, digits, '%', '|', '_' and '-'"
-    return None
+    return _name_problem("group", group, GROUP_MAX_LENGTH)
 
 
 def retry_topic(group: str) -> str:
