@@ -2,6 +2,8 @@
 
 Commands so far:
 
+* ``namesrv [-c FILE]``: run a nameserver (``listenPort`` and friends, RocketMQ style).
+
 * ``store check --store DIR``: open a store (recovering it if it was not closed cleanly),
   print what it holds and run every file's self-check; exit 1 when problems are found.
 * ``store rebuild --store DIR``: rebuild consume queues and index from the commit log.
@@ -15,8 +17,10 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
-from broker_core.config import StoreConfig
+from broker_core.config import NamesrvConfig, StoreConfig, load_properties
+from broker_core.namesrv.server import NamesrvServer
 from broker_core.store.store import MessageStore
 
 
@@ -46,10 +50,44 @@ def store_check(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def namesrv(args: argparse.Namespace) -> int:
+    """Run a nameserver until SIGINT/SIGTERM."""
+    props = load_properties(args.config) if args.config else {}
+    config, unknown = NamesrvConfig.from_properties(props)
+    for key in unknown:
+        print(f"warning: {args.config}: unknown nameserver setting {key!r} (ignored)", file=sys.stderr)
+    return _serve(NamesrvServer(config))
+
+
+def _serve(server: Any) -> int:
+    """Run an asyncio server on uvloop until a signal asks it to stop."""
+    import asyncio
+    import signal
+
+    import uvloop
+
+    async def run() -> None:
+        await server.start()
+        print(f"listening on {server.address}", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await server.close()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(run())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m broker_core", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     commands = parser.add_subparsers(dest="command", required=True)
+    ns = commands.add_parser("namesrv", help="run a nameserver")
+    ns.add_argument("-c", "--config", help="a RocketMQ-style namesrv.conf (key = value)")
+    ns.set_defaults(func=namesrv)
     store = commands.add_parser("store", help="inspect or repair a message store")
     store_commands = store.add_subparsers(dest="store_command", required=True)
     for name, rebuild in (("check", False), ("rebuild", True)):

@@ -149,3 +149,63 @@ def _coerce(key: str, raw: str, type_name: object) -> Any:
     except ValueError as exc:
         raise ConfigError(f"{key}={raw!r} is not a valid {kind}") from exc
     return text
+
+
+def load_properties(path: str | Path) -> dict[str, str]:
+    """Read a RocketMQ-style config file: ``key = value`` (or ``key: value``) lines.
+
+    Blank lines and lines starting with ``#`` or ``!`` are skipped.  Raises ConfigError
+    naming the line for anything else that is not a key/value pair.
+    """
+    props: dict[str, str] = {}
+    for number, raw in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        match = re.match(r"([^=:\s]+)\s*[=:]\s*(.*)$", line)
+        if match is None:
+            raise ConfigError(f"{path}:{number}: expected 'key = value', got {raw!r}")
+        props[match.group(1)] = match.group(2).strip()
+    return props
+
+
+@dataclass(frozen=True)
+class NamesrvConfig:
+    """Settings of one nameserver (RocketMQ ``NamesrvConfig`` + its server config)."""
+
+    listen_port: int = 9876
+    # Quiver: the address to bind (RocketMQ binds every interface).
+    listen_host: str = "127.0.0.1"
+    # How often brokers that stopped registering are looked for (ms).
+    scan_not_active_broker_interval: int = 10_000
+    # A broker silent this long is dropped (RocketMQ: BROKER_CHANNEL_EXPIRED_TIME, ms).
+    broker_channel_expired_time: int = 120_000
+    # Largest frame accepted from a client, in bytes.
+    max_frame_size_bytes: int = 16 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"listenPort must be 0..65535, not {self.listen_port}")
+        if self.scan_not_active_broker_interval <= 0 or self.broker_channel_expired_time <= 0:
+            raise ConfigError("scanNotActiveBrokerInterval and brokerChannelExpiredTime must be positive")
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str], **overrides: Any) -> tuple[NamesrvConfig, list[str]]:
+        """Build from camelCase properties; also return the keys that mean nothing here."""
+        return _typed_from_properties(cls, props, overrides)
+
+
+def _typed_from_properties(
+    cls: Any, props: dict[str, str], overrides: dict[str, Any]
+) -> tuple[Any, list[str]]:
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    unknown: list[str] = []
+    for key, raw in props.items():
+        spec = known.get(camel_to_snake(key))
+        if spec is None:
+            unknown.append(key)
+            continue
+        kwargs[spec.name] = _coerce(key, raw, spec.type)
+    kwargs.update(overrides)
+    return cls(**kwargs), unknown
