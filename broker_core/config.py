@@ -130,8 +130,9 @@ class StoreConfig:
 
 
 def camel_to_snake(name: str) -> str:
-    """``mappedFileSizeCommitLog`` -> ``mapped_file_size_commit_log``."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+    """``mappedFileSizeCommitLog`` -> ``mapped_file_size_commit_log``, ``brokerIP1`` -> ``broker_ip1``."""
+    # An acronym is one word: brokerIP1 -> broker_ip1, but HTTPServer -> http_server.
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
 def _coerce(key: str, raw: str, type_name: object) -> Any:
@@ -209,3 +210,88 @@ def _typed_from_properties(
         kwargs[spec.name] = _coerce(key, raw, spec.type)
     kwargs.update(overrides)
     return cls(**kwargs), unknown
+
+
+BrokerRole = Literal["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"]
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Settings of one broker (RocketMQ ``BrokerConfig`` + its server config).
+
+    The store's settings live in ``StoreConfig``; ``load_broker_config`` reads both from one
+    ``broker.conf``.
+    """
+
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    broker_id: int = 0
+    # The address clients are told to use (STOREHOST, routes).
+    broker_ip1: str = "127.0.0.1"
+    listen_port: int = 10911
+    # Nameserver addresses, ";"-separated.
+    namesrv_addr: str = ""
+    broker_role: BrokerRole = "ASYNC_MASTER"
+    # Off unless asked for (RocketMQ defaults to on; production configs turn it off).
+    auto_create_topic_enable: bool = False
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 8
+    # PERM_READ | PERM_WRITE
+    broker_permission: int = 6
+    acl_enable: bool = False
+    # Re-register with every nameserver this often (ms).
+    register_name_server_period: int = 30_000
+    # Quiver: run delay scan, file expiry and offset persistence on the broker's own timers.
+    standalone_maintenance: bool = False
+    # Transactions: first check after (ms), check interval (ms), most checks.
+    transaction_time_out: int = 6_000
+    transaction_check_interval: int = 60_000
+    transaction_check_max: int = 15
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1_000
+    max_frame_size_bytes: int = 16 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.broker_id < 0:
+            raise ConfigError(f"brokerId must be 0 (master) or positive, not {self.broker_id}")
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"listenPort must be 0..65535, not {self.listen_port}")
+        if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
+            raise ConfigError(
+                f"brokerRole must be ASYNC_MASTER, SYNC_MASTER or SLAVE, not {self.broker_role!r}"
+            )
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [addr.strip() for addr in self.namesrv_addr.split(";") if addr.strip()]
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+
+# RocketMQ spells the IP keys brokerIP1/brokerIP2; snake-casing would make broker_ip1.
+def load_broker_config(props: dict[str, str]) -> tuple[BrokerConfig, StoreConfig, list[str]]:
+    """Split a parsed broker.conf into broker and store settings; return unknown keys too.
+
+    ``storePathRootDir`` is required.  The store's host (STOREHOST, msgIds) is the broker's
+    ``brokerIP1:listenPort``.
+    """
+    broker_fields = {f.name for f in dataclasses.fields(BrokerConfig)}
+    store_fields = {f.name for f in dataclasses.fields(StoreConfig)} - {"extra"}
+    broker_props: dict[str, str] = {}
+    store_props: dict[str, str] = {}
+    unknown: list[str] = []
+    for key, value in props.items():
+        name = camel_to_snake(key)
+        if name in broker_fields:
+            broker_props[key] = value
+        elif name in store_fields:
+            store_props[key] = value
+        else:
+            unknown.append(key)
+    if "storePathRootDir" not in store_props:
+        raise ConfigError("broker.conf must set storePathRootDir")
+    broker, _ = _typed_from_properties(BrokerConfig, broker_props, {})
+    store = StoreConfig.from_properties(store_props, store_host=broker.broker_addr)
+    return broker, store, unknown
