@@ -3,6 +3,7 @@
 Commands so far:
 
 * ``namesrv [-c FILE]``: run a nameserver (``listenPort`` and friends, RocketMQ style).
+* ``broker -c FILE``: run a broker from a RocketMQ-style broker.conf.
 
 * ``store check --store DIR``: open a store (recovering it if it was not closed cleanly),
   print what it holds and run every file's self-check; exit 1 when problems are found.
@@ -19,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from broker_core.config import NamesrvConfig, StoreConfig, load_properties
+from broker_core.config import NamesrvConfig, StoreConfig, load_broker_config, load_properties
 from broker_core.namesrv.server import NamesrvServer
 from broker_core.store.store import MessageStore
 
@@ -59,6 +60,16 @@ def namesrv(args: argparse.Namespace) -> int:
     return _serve(NamesrvServer(config))
 
 
+def broker(args: argparse.Namespace) -> int:
+    """Run a broker until SIGINT/SIGTERM."""
+    from broker_core.broker.controller import BrokerController
+
+    config, store_config, unknown = load_broker_config(load_properties(args.config))
+    for key in unknown:
+        print(f"warning: {args.config}: unknown broker setting {key!r} (ignored)", file=sys.stderr)
+    return _serve(BrokerController(config, store_config))
+
+
 def _serve(server: Any) -> int:
     """Run an asyncio server on uvloop until a signal asks it to stop."""
     import asyncio
@@ -67,12 +78,13 @@ def _serve(server: Any) -> int:
     import uvloop
 
     async def run() -> None:
-        await server.start()
-        print(f"listening on {server.address}", flush=True)
+        # Handlers first: a stop requested during start-up must still close things cleanly.
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        await server.start()
+        print(f"listening on {server.address}", flush=True)
         await stop.wait()
         await server.close()
 
@@ -88,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     ns = commands.add_parser("namesrv", help="run a nameserver")
     ns.add_argument("-c", "--config", help="a RocketMQ-style namesrv.conf (key = value)")
     ns.set_defaults(func=namesrv)
+    br = commands.add_parser("broker", help="run a broker")
+    br.add_argument("-c", "--config", required=True, help="a RocketMQ-style broker.conf (key = value)")
+    br.set_defaults(func=broker)
     store = commands.add_parser("store", help="inspect or repair a message store")
     store_commands = store.add_subparsers(dest="store_command", required=True)
     for name, rebuild in (("check", False), ("rebuild", True)):

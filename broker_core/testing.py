@@ -1,4 +1,4 @@
-"""Real servers for tests: nameserver (and, later, broker) on 127.0.0.1 with a free port.
+"""Real servers for tests: nameserver and broker on 127.0.0.1 with free ports.
 
 Every test layer (unit, conformance, console, Spark) starts its servers through these,
 so no test mocks our own components.
@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
-from broker_core.config import NamesrvConfig
+from broker_core.broker.controller import BrokerController
+from broker_core.config import BrokerConfig, NamesrvConfig, StoreConfig
 from broker_core.namesrv.server import NamesrvServer
 
 
@@ -23,3 +25,34 @@ async def run_namesrv(**settings: Any) -> AsyncIterator[NamesrvServer]:
         yield server
     finally:
         await server.close()
+
+
+def small_store_config(store_dir: str | Path, **overrides: Any) -> StoreConfig:
+    """A store with small files (quick to create, rolls early) for tests."""
+    settings: dict[str, Any] = dict(
+        mapped_file_size_commit_log=4 * 1024 * 1024,
+        mapped_file_size_consume_queue=20 * 10_000,
+        max_hash_slot_num=4096,
+        max_index_num=16_384,
+        warm_mapped_file_enable=False,
+        # Out of reach: a test must not depend on how full the build machine's disk is.
+        disk_max_used_space_ratio=100,
+        disk_space_clean_forcibly_ratio=1.0,
+        disk_space_warning_level_ratio=1.0,
+    )
+    settings.update(overrides)
+    return StoreConfig(str(store_dir), **settings)
+
+
+@contextlib.asynccontextmanager
+async def run_broker(
+    store_dir: str | Path, namesrv_addr: str = "", *, store: dict[str, Any] | None = None, **settings: Any
+) -> AsyncIterator[BrokerController]:
+    """A running broker on a free loopback port, registered with ``namesrv_addr``."""
+    config = BrokerConfig(broker_ip1="127.0.0.1", listen_port=0, namesrv_addr=namesrv_addr, **settings)
+    broker = BrokerController(config, small_store_config(store_dir, **(store or {})))
+    await broker.start()
+    try:
+        yield broker
+    finally:
+        await broker.close()

@@ -1,0 +1,149 @@
+"""The broker process: store, topic and group tables, remoting server, nameserver registration.
+
+Start order matters: the server binds first, so the address the broker advertises (and
+writes into every record as STOREHOST, which clients send retries back to) is the real
+one even when the configured port is 0 (tests); then the store opens (recovering if the
+last stop was unclean) and the broker registers with its nameservers.
+
+Request processors (send, pull, heartbeats, offsets, admin...) register on
+``self.server``; this module only wires the pieces together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from broker_core.broker.groups import SubscriptionGroupManager
+from broker_core.broker.registration import BrokerRegistration
+from broker_core.broker.topics import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
+from broker_core.config import BrokerConfig, StoreConfig
+from broker_core.remoting.client import RemotingClient
+from broker_core.remoting.server import RemotingServer
+from broker_core.store.store import MessageStore
+from broker_core.topics import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    OFFSET_MOVED_EVENT,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+)
+
+log = logging.getLogger(__name__)
+
+PERM_RW = PERM_READ | PERM_WRITE
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class BrokerController:
+    """One broker: ``await start()``, serve, ``await close()``."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store_config: StoreConfig,
+        *,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
+    ) -> None:
+        self.config = config
+        self.store_config = store_config
+        self.clock_ms = clock_ms
+        root = store_config.store_path_root_dir
+        self.topics = TopicConfigManager(root, clock=clock_ms)
+        self.groups = SubscriptionGroupManager(root, clock=clock_ms)
+        self.server = RemotingServer(
+            config.broker_ip1 if config.broker_ip1 else "127.0.0.1",
+            config.listen_port,
+            max_frame_size=config.max_frame_size_bytes,
+        )
+        self.client = RemotingClient()
+        self.store: MessageStore | None = None
+        self.registration: BrokerRegistration | None = None
+        self.boot_timestamp = 0
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def address(self) -> str:
+        """The ip:port clients use (and STOREHOST in every record)."""
+        return f"{self.config.broker_ip1}:{self.port}"
+
+    async def start(self) -> None:
+        self.topics.load()
+        self.groups.load()
+        self._ensure_system_topics()
+        await self.server.start()
+        store_config = dataclasses.replace(self.store_config, store_host=self.address)
+        # Opening may recover a crashed store: file work, kept off the event loop.
+        store = MessageStore(store_config, clock_ms=self.clock_ms, topic_queue_nums=self._queue_nums)
+        await asyncio.get_running_loop().run_in_executor(None, store.open)
+        self.store = store
+        self.registration = BrokerRegistration(
+            self.config, self.client, self.topic_config_wrapper, broker_addr=self.address
+        )
+        await self.registration.register_all()
+        self.registration.start()
+        self.boot_timestamp = self.clock_ms()
+        log.info(
+            "broker %s (%s) serving on %s",
+            self.config.broker_name,
+            self.config.broker_cluster_name,
+            self.address,
+        )
+
+    async def close(self) -> None:
+        """Unregister, stop serving, then close the store cleanly (checkpoint, no abort file)."""
+        if self.registration is not None:
+            await self.registration.stop()
+            self.registration = None
+        await self.server.close()
+        await self.client.close()
+        if self.store is not None:
+            store, self.store = self.store, None
+            await asyncio.get_running_loop().run_in_executor(None, store.close)
+
+    # -- topics ----------------------------------------------------------------------------
+
+    def _queue_nums(self, topic: str) -> int | None:
+        """How many queues ``topic`` has here (the store refuses ids beyond), or None."""
+        config = self.topics.get(topic)
+        if config is None:
+            return None
+        return max(config.read_queue_nums, config.write_queue_nums)
+
+    def _ensure_system_topics(self) -> None:
+        """Create RocketMQ's system topics this broker needs (existing configs are kept)."""
+        system = [
+            TopicConfig(SELF_TEST_TOPIC, 1, 1, PERM_RW),
+            TopicConfig(OFFSET_MOVED_EVENT, 1, 1, PERM_RW),
+            TopicConfig(SCHEDULE_TOPIC, 18, 18, PERM_RW),
+            TopicConfig(RMQ_SYS_TRANS_HALF_TOPIC, 1, 1, PERM_RW),
+            TopicConfig(RMQ_SYS_TRANS_OP_HALF_TOPIC, 1, 1, PERM_RW),
+            # Tools address a whole cluster or one broker through topics named after them.
+            TopicConfig(self.config.broker_cluster_name, 1, 1, PERM_RW | PERM_INHERIT),
+            TopicConfig(self.config.broker_name, 1, 1, PERM_RW | PERM_INHERIT),
+        ]
+        if self.config.auto_create_topic_enable:
+            queues = self.config.default_topic_queue_nums
+            system.append(TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, queues, queues, PERM_RW | PERM_INHERIT))
+        for topic_config in system:
+            self.topics.ensure(topic_config)
+
+    def topic_config_wrapper(self) -> dict[str, Any]:
+        """TopicConfigSerializeWrapper: what registration sends the nameservers."""
+        return {
+            "dataVersion": self.topics.data_version.to_json(),
+            "topicConfigTable": {
+                name: config.to_json() for name, config in sorted(self.topics.all().items())
+            },
+        }
