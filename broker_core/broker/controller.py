@@ -19,10 +19,14 @@ from collections.abc import Callable
 from typing import Any
 
 from broker_core.broker.groups import SubscriptionGroupManager
+from broker_core.broker.processors import clients
+from broker_core.broker.processors.admin import AdminProcessor
+from broker_core.broker.processors.send import SendProcessor
 from broker_core.broker.registration import BrokerRegistration
 from broker_core.broker.topics import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
 from broker_core.config import BrokerConfig, StoreConfig
 from broker_core.remoting.client import RemotingClient
+from broker_core.remoting.codes import RequestCode
 from broker_core.remoting.server import RemotingServer
 from broker_core.store.store import MessageStore
 from broker_core.topics import (
@@ -68,6 +72,7 @@ class BrokerController:
         self.store: MessageStore | None = None
         self.registration: BrokerRegistration | None = None
         self.boot_timestamp = 0
+        self._background: set[asyncio.Task[None]] = set()
 
     @property
     def port(self) -> int:
@@ -91,6 +96,7 @@ class BrokerController:
         self.registration = BrokerRegistration(
             self.config, self.client, self.topic_config_wrapper, broker_addr=self.address
         )
+        self._register_processors()
         await self.registration.register_all()
         self.registration.start()
         self.boot_timestamp = self.clock_ms()
@@ -111,6 +117,23 @@ class BrokerController:
         if self.store is not None:
             store, self.store = self.store, None
             await asyncio.get_running_loop().run_in_executor(None, store.close)
+
+    def _register_processors(self) -> None:
+        send = SendProcessor(self)
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+            self.server.register(code, send.handle)
+        self.server.register(RequestCode.HEART_BEAT, clients.heartbeat)
+        self.server.register(RequestCode.UNREGISTER_CLIENT, clients.unregister_client)
+        admin = AdminProcessor(self)
+        self.server.register(RequestCode.UPDATE_AND_CREATE_TOPIC, admin.update_and_create_topic)
+        self.server.register(RequestCode.DELETE_TOPIC_IN_BROKER, admin.delete_topic)
+
+    def topics_changed(self) -> None:
+        """Tell the nameservers now, not at the next 30-second round (RocketMQ does too)."""
+        if self.registration is not None:
+            task = asyncio.get_running_loop().create_task(self.registration.register_all())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     # -- topics ----------------------------------------------------------------------------
 

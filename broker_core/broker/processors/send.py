@@ -1,0 +1,235 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320).
+
+The three share one path: the header is read from either spelling (V2 uses one-letter
+keys), a batch is code 320 or a ``batch`` field of "true"/"1" (the C++ 1.2.x client sends
+batches as code 10 with "1"), and the message goes to the store as is.  The response
+always carries its extFields as strings: the C++ client crashes on a SEND success
+without them.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from broker_core.broker.topics import PERM_INHERIT, TopicConfig, is_inherited, is_writeable
+from broker_core.remoting.codes import RequestCode, ResponseCode
+from broker_core.remoting.command import RemotingCommand
+from broker_core.store.message import MessageBatchInner, MessageInner, decode_properties
+from broker_core.store.results import PutMessageResult, PutMessageStatus
+from broker_core.topics import SCHEDULE_TOPIC, topic_problem
+
+if TYPE_CHECKING:
+    from broker_core.broker.controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+# V2 header letter -> V1 field name (RocketMQ SendMessageRequestHeaderV2).
+V2_FIELDS = {
+    "a": "producerGroup",
+    "b": "topic",
+    "c": "defaultTopic",
+    "d": "defaultTopicQueueNums",
+    "e": "queueId",
+    "f": "sysFlag",
+    "g": "bornTimestamp",
+    "h": "flag",
+    "i": "properties",
+    "j": "reconsumeTimes",
+    "k": "unitMode",
+    "l": "maxReconsumeTimes",
+    "m": "batch",
+    "n": "brokerName",
+}
+
+# Topics clients may never send to (RocketMQ TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    {SCHEDULE_TOPIC, "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"}
+)
+
+_STATUS_CODES = {
+    PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutMessageStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+    PutMessageStatus.DISK_FULL: ResponseCode.SERVICE_NOT_AVAILABLE,
+}
+
+
+class SendError(Exception):
+    """A send refused before it reaches the store: (response code, remark)."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("true", "1")
+
+
+def _int(fields: dict[str, str], name: str, default: int) -> int:
+    raw = fields.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise SendError(ResponseCode.SYSTEM_ERROR, f"header field {name} is not a number: {raw!r}") from None
+
+
+@dataclass(slots=True)
+class SendHeader:
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    properties: str
+    reconsume_times: int
+    batch: bool
+
+    @classmethod
+    def parse(cls, request: RemotingCommand) -> SendHeader:
+        fields = request.ext_fields
+        if request.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE) or "b" in fields:
+            fields = {V2_FIELDS.get(key, key): value for key, value in fields.items()}
+        topic = fields.get("topic")
+        if not topic:
+            raise SendError(ResponseCode.SYSTEM_ERROR, "the send request names no topic")
+        return cls(
+            producer_group=fields.get("producerGroup", ""),
+            topic=topic,
+            default_topic=fields.get("defaultTopic") or "TBW102",
+            default_topic_queue_nums=_int(fields, "defaultTopicQueueNums", 4),
+            queue_id=_int(fields, "queueId", -1),
+            sys_flag=_int(fields, "sysFlag", 0),
+            born_timestamp=_int(fields, "bornTimestamp", 0),
+            flag=_int(fields, "flag", 0),
+            properties=fields.get("properties", ""),
+            reconsume_times=_int(fields, "reconsumeTimes", 0),
+            batch=request.code == RequestCode.SEND_BATCH_MESSAGE or _truthy(fields.get("batch")),
+        )
+
+
+class SendProcessor:
+    """Stores what producers send."""
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    async def handle(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        try:
+            header = SendHeader.parse(request)
+            topic_config = self._writable_topic(header)
+            queue_id = self._queue_id(header, topic_config)
+        except SendError as exc:
+            return request.response(exc.code, exc.remark, ext_fields={})
+        store = self.broker.store
+        assert store is not None
+        born_host = getattr(conn, "remote_address", "127.0.0.1:0")
+        if header.batch:
+            batch = MessageBatchInner(
+                header.topic,
+                queue_id,
+                request.body,
+                sys_flag=header.sys_flag,
+                born_timestamp=header.born_timestamp,
+                born_host=born_host,
+                properties=decode_properties(header.properties),
+            )
+            result = await store.put_messages_async(batch)
+        else:
+            msg = MessageInner(
+                header.topic,
+                queue_id,
+                request.body,
+                decode_properties(header.properties),
+                flag=header.flag,
+                sys_flag=header.sys_flag,
+                born_timestamp=header.born_timestamp,
+                born_host=born_host,
+                reconsume_times=header.reconsume_times,
+                properties_raw=header.properties.encode("utf-8"),
+            )
+            result = await store.put_message_async(msg)
+        return self._response(request, result, queue_id)
+
+    def _writable_topic(self, header: SendHeader) -> TopicConfig:
+        problem = topic_problem(header.topic)
+        if problem is not None:
+            raise SendError(ResponseCode.SYSTEM_ERROR, problem)
+        if header.topic in NOT_ALLOWED_SEND_TOPICS:
+            raise SendError(
+                ResponseCode.NO_PERMISSION, f"Sending message to topic[{header.topic}] is forbidden."
+            )
+        if not is_writeable(self.broker.config.broker_permission):
+            raise SendError(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.broker.config.broker_name}] sending message is forbidden",
+            )
+        config = self.broker.topics.get(header.topic) or self._auto_create(header)
+        if config is None:
+            raise SendError(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist, apply first please!"
+            )
+        if not is_writeable(config.perm):
+            raise SendError(
+                ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] sending message is forbidden"
+            )
+        return config
+
+    def _auto_create(self, header: SendHeader) -> TopicConfig | None:
+        """Create a topic from its default (TBW102) when the broker allows it, as RocketMQ does."""
+        if not self.broker.config.auto_create_topic_enable:
+            return None
+        template = self.broker.topics.get(header.default_topic)
+        if template is None or not is_inherited(template.perm):
+            return None
+        queues = max(1, min(header.default_topic_queue_nums, template.write_queue_nums))
+        config = TopicConfig(header.topic, queues, queues, template.perm & ~PERM_INHERIT)
+        if self.broker.topics.ensure(config):
+            log.info(
+                "auto-created topic %s (%d queues) for producer %s",
+                header.topic,
+                queues,
+                header.producer_group,
+            )
+            self.broker.topics_changed()
+        return self.broker.topics.get(header.topic)
+
+    @staticmethod
+    def _queue_id(header: SendHeader, config: TopicConfig) -> int:
+        if header.queue_id < 0:
+            return random.randrange(config.write_queue_nums)
+        if header.queue_id >= max(config.write_queue_nums, config.read_queue_nums):
+            raise SendError(
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{header.queue_id}] is illegal, topic {header.topic} has "
+                f"{config.write_queue_nums} write queue(s); producer group {header.producer_group}",
+            )
+        return header.queue_id
+
+    @staticmethod
+    def _response(request: RemotingCommand, result: PutMessageResult, queue_id: int) -> RemotingCommand:
+        code = _STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
+        if not result.status.ok:
+            return request.response(code, result.remark or result.status.value, ext_fields={})
+        return request.response(
+            code,
+            result.remark or None,
+            ext_fields={
+                "msgId": ",".join(result.msg_ids),
+                "queueId": str(queue_id),
+                "queueOffset": str(result.queue_offset),
+                "MSG_REGION": "DefaultRegion",
+                "TRACE_ON": "true",
+            },
+        )
