@@ -18,9 +18,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from broker_core.broker.clients import ClientTables
 from broker_core.broker.groups import SubscriptionGroupManager
-from broker_core.broker.processors import clients
 from broker_core.broker.processors.admin import AdminProcessor
+from broker_core.broker.processors.clients import ClientProcessor
+from broker_core.broker.processors.offsets import OffsetProcessor
+from broker_core.broker.processors.pull import PullHoldService, PullProcessor
 from broker_core.broker.processors.send import SendProcessor
 from broker_core.broker.registration import BrokerRegistration
 from broker_core.broker.topics import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
@@ -69,6 +72,7 @@ class BrokerController:
             max_frame_size=config.max_frame_size_bytes,
         )
         self.client = RemotingClient()
+        self.clients = ClientTables()
         self.store: MessageStore | None = None
         self.registration: BrokerRegistration | None = None
         self.boot_timestamp = 0
@@ -119,14 +123,28 @@ class BrokerController:
             await asyncio.get_running_loop().run_in_executor(None, store.close)
 
     def _register_processors(self) -> None:
+        server = self.server
         send = SendProcessor(self)
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-            self.server.register(code, send.handle)
-        self.server.register(RequestCode.HEART_BEAT, clients.heartbeat)
-        self.server.register(RequestCode.UNREGISTER_CLIENT, clients.unregister_client)
+            server.register(code, send.handle)
+        hold = PullHoldService(asyncio.get_running_loop())
+        assert self.store is not None
+        self.store.add_arrival_listener(hold.on_arrival)
+        server.register(RequestCode.PULL_MESSAGE, PullProcessor(self, hold).handle)
+        clients = ClientProcessor(self)
+        server.register(RequestCode.HEART_BEAT, clients.heartbeat)
+        server.register(RequestCode.UNREGISTER_CLIENT, clients.unregister_client)
+        server.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, clients.consumer_list)
+        offsets = OffsetProcessor(self)
+        server.register(RequestCode.QUERY_CONSUMER_OFFSET, offsets.query_consumer_offset)
+        server.register(RequestCode.UPDATE_CONSUMER_OFFSET, offsets.update_consumer_offset)
+        server.register(RequestCode.GET_MAX_OFFSET, offsets.max_offset)
+        server.register(RequestCode.GET_MIN_OFFSET, offsets.min_offset)
+        server.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, offsets.search_offset)
+        server.register(RequestCode.GET_EARLIEST_MSG_STORETIME, offsets.earliest_store_time)
         admin = AdminProcessor(self)
-        self.server.register(RequestCode.UPDATE_AND_CREATE_TOPIC, admin.update_and_create_topic)
-        self.server.register(RequestCode.DELETE_TOPIC_IN_BROKER, admin.delete_topic)
+        server.register(RequestCode.UPDATE_AND_CREATE_TOPIC, admin.update_and_create_topic)
+        server.register(RequestCode.DELETE_TOPIC_IN_BROKER, admin.delete_topic)
 
     def topics_changed(self) -> None:
         """Tell the nameservers now, not at the next 30-second round (RocketMQ does too)."""

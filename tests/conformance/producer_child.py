@@ -26,6 +26,15 @@ def message(topic: str, i: int, kind: str) -> Message:
     return msg
 
 
+_print_lock = threading.Lock()
+
+
+def emit(line: dict) -> None:
+    """One JSON line; the client calls back on its own threads, so lines must not interleave."""
+    with _print_lock:
+        print(json.dumps(line), flush=True)
+
+
 def main() -> None:
     namesrv, topic, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     producer = Producer("ConformanceProducer")
@@ -33,28 +42,16 @@ def main() -> None:
     producer.start()
     for i in range(count):
         result = producer.send_sync(message(topic, i, "sync"))
-        print(
-            json.dumps(
-                {
-                    "kind": "sync",
-                    "status": int(result.status),
-                    "msg_id": result.msg_id,
-                    "offset": result.offset,
-                }
-            )
-        )
+        emit({"kind": "sync", "status": int(result.status), "msg_id": result.msg_id, "offset": result.offset})
     done = threading.Semaphore(0)
     for i in range(count):
 
         def ok(result, i=i):  # noqa: ANN001
-            print(
-                json.dumps({"kind": "async", "status": int(result.status), "msg_id": result.msg_id}),
-                flush=True,
-            )
+            emit({"kind": "async", "status": int(result.status), "msg_id": result.msg_id})
             done.release()
 
         def failed(exc, i=i):  # noqa: ANN001
-            print(json.dumps({"kind": "async", "error": str(exc)}), flush=True)
+            emit({"kind": "async", "error": str(exc)})
             done.release()
 
         producer.send_async(message(topic, i, "async"), ok, failed)
@@ -64,10 +61,9 @@ def main() -> None:
         producer.send_oneway(message(topic, i, "oneway"))
     for i in range(count):
         result = producer.send_orderly(message(topic, i, "orderly"), i % 3)  # hash selector on an int key
-        print(json.dumps({"kind": "orderly", "status": int(result.status), "offset": result.offset}))
+        emit({"kind": "orderly", "status": int(result.status), "offset": result.offset})
     batch = producer.send_batch([message(topic, i, "batch") for i in range(count)])
-    print(json.dumps({"kind": "batch", "status": int(batch.status), "offset": batch.offset}))
-    sys.stdout.flush()
+    emit({"kind": "batch", "status": int(batch.status), "offset": batch.offset})
     producer.shutdown()
     os._exit(0)
 

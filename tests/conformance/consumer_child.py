@@ -1,0 +1,60 @@
+"""Run by the conformance tests in a child process: an official C++ push consumer (PyPI
+rocketmq 0.4.4) subscribes to a Quiver topic and prints one JSON line per message until it
+has seen the expected number (or its time runs out).  Exits with os._exit (see
+producer_child.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+
+from rocketmq.client import PushConsumer
+
+
+def main() -> None:
+    namesrv, topic, group, expected, expression = (
+        sys.argv[1],
+        sys.argv[2],
+        sys.argv[3],
+        int(sys.argv[4]),
+        sys.argv[5],
+    )
+    seen = 0
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def on_message(msg) -> None:  # noqa: ANN001
+        nonlocal seen
+        line = {
+            "topic": msg.topic,
+            "tags": msg.tags.decode() if isinstance(msg.tags, bytes) else msg.tags,
+            "keys": msg.keys.decode() if isinstance(msg.keys, bytes) else msg.keys,
+            "body": msg.body.decode("utf-8", "replace") if isinstance(msg.body, bytes) else msg.body,
+            "kind": msg.get_property("kind").decode()
+            if isinstance(msg.get_property("kind"), bytes)
+            else msg.get_property("kind"),
+            "id": msg.id,
+            "queue_id": msg.queue_id,
+            "queue_offset": msg.queue_offset,
+            "born_timestamp": msg.born_timestamp,
+            "reconsume_times": msg.reconsume_times,
+        }
+        with lock:
+            print(json.dumps(line), flush=True)
+            seen += 1
+            if seen >= expected:
+                done.set()
+
+    consumer = PushConsumer(group)
+    consumer.set_namesrv_addr(namesrv)
+    consumer.subscribe(topic, on_message, expression)
+    consumer.start()
+    done.wait(timeout=float(os.environ.get("QUIVER_CONSUMER_SECONDS", "40")))
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
