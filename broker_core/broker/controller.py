@@ -20,11 +20,13 @@ from typing import Any
 
 from broker_core.broker.clients import ClientTables
 from broker_core.broker.groups import SubscriptionGroupManager
+from broker_core.broker.maintenance import MaintenanceService
 from broker_core.broker.processors.admin import AdminProcessor
 from broker_core.broker.processors.clients import ClientProcessor
 from broker_core.broker.processors.offsets import OffsetProcessor
 from broker_core.broker.processors.pull import PullHoldService, PullProcessor
 from broker_core.broker.processors.send import SendProcessor
+from broker_core.broker.processors.sendback import SendBackProcessor
 from broker_core.broker.registration import BrokerRegistration
 from broker_core.broker.topics import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
 from broker_core.config import BrokerConfig, StoreConfig
@@ -75,6 +77,7 @@ class BrokerController:
         self.clients = ClientTables()
         self.store: MessageStore | None = None
         self.registration: BrokerRegistration | None = None
+        self.maintenance: MaintenanceService | None = None
         self.boot_timestamp = 0
         self._background: set[asyncio.Task[None]] = set()
 
@@ -101,6 +104,9 @@ class BrokerController:
             self.config, self.client, self.topic_config_wrapper, broker_addr=self.address
         )
         self._register_processors()
+        if self.config.standalone_maintenance:
+            self.maintenance = MaintenanceService(store, self.clock_ms)
+            self.maintenance.start()
         await self.registration.register_all()
         self.registration.start()
         self.boot_timestamp = self.clock_ms()
@@ -113,6 +119,9 @@ class BrokerController:
 
     async def close(self) -> None:
         """Unregister, stop serving, then close the store cleanly (checkpoint, no abort file)."""
+        if self.maintenance is not None:
+            await self.maintenance.stop()
+            self.maintenance = None
         if self.registration is not None:
             await self.registration.stop()
             self.registration = None
@@ -142,6 +151,7 @@ class BrokerController:
         server.register(RequestCode.GET_MIN_OFFSET, offsets.min_offset)
         server.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, offsets.search_offset)
         server.register(RequestCode.GET_EARLIEST_MSG_STORETIME, offsets.earliest_store_time)
+        server.register(RequestCode.CONSUMER_SEND_MSG_BACK, SendBackProcessor(self).handle)
         admin = AdminProcessor(self)
         server.register(RequestCode.UPDATE_AND_CREATE_TOPIC, admin.update_and_create_topic)
         server.register(RequestCode.DELETE_TOPIC_IN_BROKER, admin.delete_topic)

@@ -1,0 +1,110 @@
+"""CONSUMER_SEND_MSG_BACK (36): a consumer gives a message back after failing to consume it.
+
+The message is re-stored in ``%RETRY%<group>`` with delay level 3 + reconsume times (or the
+level asked for), so it comes back after 10 s, 30 s, 1 min, ...; once it has been retried
+the group's ``retryMaxTimes`` (16) it goes to ``%DLQ%<group>`` instead, where no consumer
+subscribes and the console resends from.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import TYPE_CHECKING, Any
+
+from broker_core.broker.groups import SubscriptionGroupConfig
+from broker_core.broker.topics import PERM_READ, PERM_WRITE, TopicConfig
+from broker_core.remoting.codes import ResponseCode
+from broker_core.remoting.command import RemotingCommand
+from broker_core.store.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    MessageInner,
+)
+from broker_core.topics import dlq_topic, retry_topic
+
+if TYPE_CHECKING:
+    from broker_core.broker.controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+# RocketMQ: a DLQ topic is created readable-writable-less (PERM_WRITE only would refuse
+# consumers; the console reads it), with one queue.
+DLQ_PERM = PERM_READ | PERM_WRITE
+
+
+class SendBackProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    async def handle(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        fields = request.ext_fields
+        group = fields.get("group", "")
+        try:
+            phys = int(fields.get("offset") or -1)
+            delay_level = int(fields.get("delayLevel") or 0)
+            max_times_override = int(fields["maxReconsumeTimes"]) if fields.get("maxReconsumeTimes") else None
+        except ValueError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"malformed send-back header: {exc}")
+        config = self.broker.groups.get(group)
+        if config is None:
+            if not self.broker.config.auto_create_subscription_group:
+                return request.response(
+                    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
+                )
+            config = SubscriptionGroupConfig(group)
+            self.broker.groups.ensure(config)
+        if config.retry_queue_nums <= 0:
+            return request.response()
+        store = self.broker.store
+        assert store is not None
+        original = store.look_message_by_offset(phys)
+        if original is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {phys}")
+        props = dict(original.properties)
+        props.setdefault(PROPERTY_RETRY_TOPIC, original.topic)
+        props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+        props.setdefault(
+            PROPERTY_ORIGIN_MESSAGE_ID, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or original.msg_id
+        )
+        max_times = max_times_override if max_times_override is not None else config.retry_max_times
+        if original.reconsume_times >= max_times or delay_level < 0:
+            topic, queue_id = dlq_topic(group), 0
+            self._ensure_topic(topic)
+            log.info(
+                "message %s of group %s goes to %s after %d tries",
+                original.msg_id,
+                group,
+                topic,
+                original.reconsume_times,
+            )
+        else:
+            topic = retry_topic(group)
+            self._ensure_topic(topic, queues=config.retry_queue_nums)
+            queue_id = random.randrange(max(1, config.retry_queue_nums))
+            props[PROPERTY_DELAY_TIME_LEVEL] = str(
+                delay_level if delay_level > 0 else 3 + original.reconsume_times
+            )
+        msg = MessageInner(
+            topic,
+            queue_id,
+            original.body,
+            props,
+            flag=original.flag,
+            sys_flag=original.sys_flag,
+            born_timestamp=original.born_timestamp,
+            born_host=original.born_host,
+            reconsume_times=original.reconsume_times + 1,
+        )
+        result = await store.put_message_async(msg)
+        if not result.ok:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"re-storing the message failed: {result.remark}"
+            )
+        return request.response()
+
+    def _ensure_topic(self, topic: str, queues: int = 1) -> None:
+        if self.broker.topics.ensure(TopicConfig(topic, queues, queues, DLQ_PERM)):
+            self.broker.topics_changed()
