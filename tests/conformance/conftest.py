@@ -15,10 +15,15 @@ pytest.importorskip("rocketmq.client", reason="the official client (rocketmq==0.
 HERE = Path(__file__).resolve().parent
 
 
-async def run_official_client(script: str, *args: str, home: Path, timeout: float = 90.0) -> list[dict]:
-    """Run one of this folder's client scripts in a child process; return its JSON lines."""
+async def run_official_client(
+    script: str, *args: str, home: Path, timeout: float = 90.0, extra_env: dict[str, str] | None = None
+) -> list[dict]:
+    """Run one of this folder's client scripts in a child process; return its JSON lines.
+
+    ``home`` becomes the child's HOME: the C++ client writes its logs under it.
+    """
     home.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(HERE.parents[1])}
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(HERE.parents[1]), **(extra_env or {})}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(HERE / script),

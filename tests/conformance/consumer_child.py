@@ -1,6 +1,7 @@
 """Run by the conformance tests in a child process: an official C++ push consumer (PyPI
 rocketmq 0.4.4) subscribes to a Quiver topic and prints one JSON line per message until it
-has seen the expected number (or its time runs out).  Exits with os._exit (see
+has seen the expected number (or QUIVER_CONSUMER_SECONDS run out).  Arguments: namesrv,
+topic, group, expected count, tag expression, and optionally "broadcasting".  Exits with os._exit (see
 producer_child.py)."""
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ import json
 import os
 import sys
 import threading
+import time
 
-from rocketmq.client import PushConsumer
+from rocketmq.client import MessageModel, PushConsumer
 
 
 def main() -> None:
@@ -40,6 +42,7 @@ def main() -> None:
             "queue_offset": msg.queue_offset,
             "born_timestamp": msg.born_timestamp,
             "reconsume_times": msg.reconsume_times,
+            "received_at": time.time(),
         }
         with lock:
             print(json.dumps(line), flush=True)
@@ -47,7 +50,10 @@ def main() -> None:
             if seen >= expected:
                 done.set()
 
-    consumer = PushConsumer(group)
+    model = sys.argv[6] if len(sys.argv) > 6 else "clustering"
+    consumer = PushConsumer(
+        group, message_model=MessageModel.BROADCASTING if model == "broadcasting" else MessageModel.CLUSTERING
+    )
     consumer.set_namesrv_addr(namesrv)
     consumer.subscribe(topic, on_message, expression)
     consumer.start()
