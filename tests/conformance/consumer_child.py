@@ -59,6 +59,8 @@ def main() -> None:
     consumer.start()
     done.wait(timeout=float(os.environ.get("QUIVER_CONSUMER_SECONDS", "40")))
     sys.stdout.flush()
+    # Optionally stay a little longer: the client commits its offsets every 5 s.
+    time.sleep(float(os.environ.get("QUIVER_CONSUMER_LINGER", "0")))
     os._exit(0)
 
 
