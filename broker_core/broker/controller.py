@@ -16,8 +16,10 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from broker_core.broker.acl import PlainAcl
 from broker_core.broker.clients import ClientTables
 from broker_core.broker.groups import SubscriptionGroupManager
 from broker_core.broker.maintenance import MaintenanceService
@@ -31,7 +33,7 @@ from broker_core.broker.registration import BrokerRegistration
 from broker_core.broker.topics import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
 from broker_core.config import BrokerConfig, StoreConfig
 from broker_core.remoting.client import RemotingClient
-from broker_core.remoting.codes import RequestCode
+from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.server import RemotingServer
 from broker_core.store.store import MessageStore
 from broker_core.topics import (
@@ -46,6 +48,26 @@ from broker_core.topics import (
 log = logging.getLogger(__name__)
 
 PERM_RW = PERM_READ | PERM_WRITE
+
+
+class _GuardedServer:
+    """Registers handlers behind the ACL check (a refusal is NO_PERMISSION, and logged)."""
+
+    def __init__(self, server: RemotingServer, acl: PlainAcl) -> None:
+        self._server = server
+        self._acl = acl
+
+    def register(self, code: int, handler: Callable[..., Any]) -> None:
+        acl = self._acl
+
+        def guarded(request: Any, conn: Any) -> Any:
+            problem = acl.check(request, conn.remote_address)
+            if problem is not None:
+                log.warning("ACL refused request %s from %s: %s", request.code, conn.remote_address, problem)
+                return request.response(ResponseCode.NO_PERMISSION, problem)
+            return handler(request, conn)
+
+        self._server.register(code, guarded)
 
 
 def _wall_clock_ms() -> int:
@@ -78,6 +100,7 @@ class BrokerController:
         self.store: MessageStore | None = None
         self.registration: BrokerRegistration | None = None
         self.maintenance: MaintenanceService | None = None
+        self.acl: PlainAcl | None = None
         self.boot_timestamp = 0
         self._background: set[asyncio.Task[None]] = set()
 
@@ -93,6 +116,8 @@ class BrokerController:
     async def start(self) -> None:
         self.topics.load()
         self.groups.load()
+        if self.config.acl_enable:
+            self.acl = PlainAcl(Path(self.store_config.store_path_root_dir) / "config")
         self._ensure_system_topics()
         await self.server.start()
         store_config = dataclasses.replace(self.store_config, store_host=self.address)
@@ -132,7 +157,7 @@ class BrokerController:
             await asyncio.get_running_loop().run_in_executor(None, store.close)
 
     def _register_processors(self) -> None:
-        server = self.server
+        server: Any = _GuardedServer(self.server, self.acl) if self.acl is not None else self.server
         send = SendProcessor(self)
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             server.register(code, send.handle)

@@ -1,0 +1,225 @@
+"""ACL 1.0 on the broker: RocketMQ's ``plain_acl.yml`` accounts and request signatures.
+
+With ``aclEnable = true`` every request is checked before its processor runs:
+
+1. a client whose address matches ``globalWhiteRemoteAddresses`` passes;
+2. otherwise its ``AccessKey`` must name an account (an empty key, which the C++ client
+   sends without credentials, names none);
+3. a client matching the account's ``whiteRemoteAddress`` skips the signature check,
+   anyone else must sign the request with the account's secret (HMAC-SHA1, as the
+   official clients do);
+4. admin accounts may do anything; others need the resource permissions the request
+   code implies: PUB on a topic to send, SUB on topic and group to pull, SUB on the group
+   for offsets, heartbeats and send-backs; admin-only codes (topic and group changes,
+   broker config) are refused.
+
+Permissions are ``DENY``, ``PUB``, ``SUB`` or ``PUB|SUB``; a resource not listed gets the
+account's ``defaultTopicPerm``/``defaultGroupPerm`` (DENY when unset).  The file lives in
+the broker's config directory and is re-read when it changes.  A refusal is answered
+NO_PERMISSION with the reason, and logged.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from broker_core.remoting import acl as signing
+from broker_core.remoting.codes import RequestCode
+from broker_core.remoting.command import RemotingCommand
+from broker_core.topics import RETRY_GROUP_TOPIC_PREFIX
+
+log = logging.getLogger(__name__)
+
+ACL_FILE = "plain_acl.yml"
+DENY, PUB, SUB = 0, 1, 2
+_PERMS = {"DENY": DENY, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "ANY": PUB | SUB}
+RELOAD_CHECK_SECONDS = 1.0
+
+ADMIN_CODES = frozenset(
+    {
+        RequestCode.UPDATE_AND_CREATE_TOPIC,
+        RequestCode.DELETE_TOPIC_IN_BROKER,
+        RequestCode.UPDATE_BROKER_CONFIG,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        RequestCode.DELETE_SUBSCRIPTIONGROUP,
+    }
+)
+
+
+def parse_perm(text: object) -> int:
+    """``"PUB|SUB"`` -> PUB | SUB; anything unknown is DENY (as RocketMQ reads it)."""
+    return _PERMS.get(str(text).strip().upper().replace(" ", ""), DENY)
+
+
+def _address_matches(patterns: list[str], address: str) -> bool:
+    ip = address.rpartition(":")[0].strip("[]") if ":" in address else address
+    return any(pattern and fnmatch.fnmatch(ip, pattern.strip()) for pattern in patterns)
+
+
+@dataclass
+class Account:
+    access_key: str
+    secret_key: str
+    white_remote_address: list[str] = field(default_factory=list)
+    admin: bool = False
+    default_topic_perm: int = DENY
+    default_group_perm: int = DENY
+    topic_perms: dict[str, int] = field(default_factory=dict)
+    group_perms: dict[str, int] = field(default_factory=dict)
+
+    def topic_allowed(self, topic: str, needed: int) -> bool:
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # a retry topic belongs to its group
+            return self.group_allowed(topic[len(RETRY_GROUP_TOPIC_PREFIX) :], SUB)
+        granted = self.topic_perms.get(topic, self.default_topic_perm)
+        return granted & needed == needed and granted != DENY
+
+    def group_allowed(self, group: str, needed: int) -> bool:
+        granted = self.group_perms.get(group, self.default_group_perm)
+        return granted & needed == needed and granted != DENY
+
+
+def _perm_table(entries: Any) -> dict[str, int]:
+    table = {}
+    for entry in entries or []:
+        name, _, perm = str(entry).partition("=")
+        if name.strip():
+            table[name.strip()] = parse_perm(perm)
+    return table
+
+
+def _addresses(value: Any) -> list[str]:
+    if not value:
+        return []
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return [str(v).strip() for v in value if str(v).strip()]
+
+
+def parse_acl(text: str) -> tuple[list[str], dict[str, Account]]:
+    """Parse plain_acl.yml; raise ValueError saying what is wrong."""
+    doc = yaml.safe_load(text) or {}
+    if not isinstance(doc, dict):
+        raise ValueError("plain_acl.yml must be a mapping")
+    accounts: dict[str, Account] = {}
+    for raw in doc.get("accounts") or []:
+        if not isinstance(raw, dict) or not raw.get("accessKey") or not raw.get("secretKey"):
+            raise ValueError(f"an account needs accessKey and secretKey: {raw!r}")
+        account = Account(
+            access_key=str(raw["accessKey"]),
+            secret_key=str(raw["secretKey"]),
+            white_remote_address=_addresses(raw.get("whiteRemoteAddress")),
+            admin=bool(raw.get("admin", False)),
+            default_topic_perm=parse_perm(raw.get("defaultTopicPerm", "DENY")),
+            default_group_perm=parse_perm(raw.get("defaultGroupPerm", "DENY")),
+            topic_perms=_perm_table(raw.get("topicPerms")),
+            group_perms=_perm_table(raw.get("groupPerms")),
+        )
+        accounts[account.access_key] = account
+    return _addresses(doc.get("globalWhiteRemoteAddresses")), accounts
+
+
+class PlainAcl:
+    """The accounts of one broker, re-read when plain_acl.yml changes."""
+
+    def __init__(self, config_dir: Path) -> None:
+        self.path = config_dir / ACL_FILE
+        self.global_white: list[str] = []
+        self.accounts: dict[str, Account] = {}
+        self._mtime: float | None = None
+        self._checked = 0.0
+        self.reload(force=True)
+
+    def reload(self, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._checked < RELOAD_CHECK_SECONDS:
+            return
+        self._checked = now
+        try:
+            mtime = os.stat(self.path).st_mtime
+        except FileNotFoundError:
+            if self.accounts or self.global_white:
+                log.warning("%s is gone: every request is refused until it returns", self.path)
+            self.global_white, self.accounts, self._mtime = [], {}, None
+            return
+        if mtime == self._mtime and not force:
+            return
+        try:
+            self.global_white, self.accounts = parse_acl(self.path.read_text(encoding="utf-8"))
+        except (ValueError, yaml.YAMLError) as exc:
+            log.error("%s is invalid, keeping the previous accounts: %s", self.path, exc)
+            return
+        self._mtime = mtime
+        log.info("loaded %d ACL account(s) from %s", len(self.accounts), self.path)
+
+    def check(self, request: RemotingCommand, remote_address: str) -> str | None:
+        """Why ``request`` is refused, or None when it is allowed."""
+        self.reload()
+        if _address_matches(self.global_white, remote_address):
+            return None
+        access_key = request.ext_fields.get(signing.ACCESS_KEY, "")
+        if not access_key:
+            return f"no AccessKey in the request from {remote_address}: ACL is enabled on this broker"
+        account = self.accounts.get(access_key)
+        if account is None:
+            return f"no ACL account for AccessKey {access_key!r}"
+        # A client on the account's white list needs no signature.
+        white_listed = _address_matches(account.white_remote_address, remote_address)
+        if not white_listed and not signing.verify(request, account.secret_key):
+            return f"the signature of AccessKey {access_key!r} does not match"
+        if account.admin:
+            return None
+        return self._resource_problem(request, account)
+
+    def _resource_problem(self, request: RemotingCommand, account: Account) -> str | None:
+        code, fields = request.code, request.ext_fields
+        who = account.access_key
+        if code in ADMIN_CODES:
+            return f"AccessKey {who!r} is not an admin account; request {code} needs one"
+        if code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+            topic = fields.get("topic") or fields.get("b", "")
+            if not account.topic_allowed(topic, PUB):
+                return f"AccessKey {who!r} may not send to topic {topic!r}"
+        elif code == RequestCode.PULL_MESSAGE:
+            topic, group = fields.get("topic", ""), fields.get("consumerGroup", "")
+            if not account.topic_allowed(topic, SUB):
+                return f"AccessKey {who!r} may not consume topic {topic!r}"
+            if not account.group_allowed(group, SUB):
+                return f"AccessKey {who!r} may not consume as group {group!r}"
+        elif code in (
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+            RequestCode.CONSUMER_SEND_MSG_BACK,
+            RequestCode.UNREGISTER_CLIENT,
+        ):
+            group = fields.get("consumerGroup") or fields.get("group", "")
+            if group and not account.group_allowed(group, SUB):
+                return f"AccessKey {who!r} may not act for group {group!r}"
+        elif code == RequestCode.HEART_BEAT and request.body:
+            return self._heartbeat_problem(request.body, account)
+        return None
+
+    @staticmethod
+    def _heartbeat_problem(body: bytes, account: Account) -> str | None:
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return None  # the heartbeat processor answers malformed bodies itself
+        for consumer in data.get("consumerDataSet") or []:
+            group = str(consumer.get("groupName", ""))
+            if not account.group_allowed(group, SUB):
+                return f"AccessKey {account.access_key!r} may not consume as group {group!r}"
+            for sub in consumer.get("subscriptionDataSet") or []:
+                topic = str(sub.get("topic", ""))
+                if not account.topic_allowed(topic, SUB):
+                    return f"AccessKey {account.access_key!r} may not subscribe to topic {topic!r}"
+        return None
