@@ -22,11 +22,14 @@ from typing import Any
 from broker_core.broker.acl import PlainAcl
 from broker_core.broker.clients import ClientTables
 from broker_core.broker.groups import SubscriptionGroupManager
+from broker_core.broker.locks import RebalanceLockManager
 from broker_core.broker.maintenance import MaintenanceService
 from broker_core.broker.processors.admin import AdminProcessor
 from broker_core.broker.processors.clients import ClientProcessor
+from broker_core.broker.processors.locks import LockProcessor
 from broker_core.broker.processors.offsets import OffsetProcessor
 from broker_core.broker.processors.pull import PullHoldService, PullProcessor
+from broker_core.broker.processors.query import QueryProcessor
 from broker_core.broker.processors.send import SendProcessor
 from broker_core.broker.processors.sendback import SendBackProcessor
 from broker_core.broker.registration import BrokerRegistration
@@ -97,6 +100,7 @@ class BrokerController:
         )
         self.client = RemotingClient()
         self.clients = ClientTables()
+        self.locks = RebalanceLockManager(clock_ms)
         self.store: MessageStore | None = None
         self.registration: BrokerRegistration | None = None
         self.maintenance: MaintenanceService | None = None
@@ -177,6 +181,12 @@ class BrokerController:
         server.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, offsets.search_offset)
         server.register(RequestCode.GET_EARLIEST_MSG_STORETIME, offsets.earliest_store_time)
         server.register(RequestCode.CONSUMER_SEND_MSG_BACK, SendBackProcessor(self).handle)
+        locks = LockProcessor(self)
+        server.register(RequestCode.LOCK_BATCH_MQ, locks.lock)
+        server.register(RequestCode.UNLOCK_BATCH_MQ, locks.unlock)
+        query = QueryProcessor(self)
+        server.register(RequestCode.VIEW_MESSAGE_BY_ID, query.view_by_offset)
+        server.register(RequestCode.QUERY_MESSAGE, query.query_by_key)
         admin = AdminProcessor(self)
         server.register(RequestCode.UPDATE_AND_CREATE_TOPIC, admin.update_and_create_topic)
         server.register(RequestCode.DELETE_TOPIC_IN_BROKER, admin.delete_topic)

@@ -1,8 +1,8 @@
 """Run by the conformance tests in a child process: an official C++ push consumer (PyPI
 rocketmq 0.4.4) subscribes to a Quiver topic and prints one JSON line per message until it
 has seen the expected number (or QUIVER_CONSUMER_SECONDS run out).  Arguments: namesrv,
-topic, group, expected count, tag expression, and optionally "broadcasting".  Exits with os._exit (see
-producer_child.py)."""
+topic, group, expected count, tag expression, and optionally "broadcasting" or "orderly".
+Exits with os._exit (see producer_child.py)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,9 @@ def main() -> None:
 
     model = sys.argv[6] if len(sys.argv) > 6 else "clustering"
     consumer = PushConsumer(
-        group, message_model=MessageModel.BROADCASTING if model == "broadcasting" else MessageModel.CLUSTERING
+        group,
+        orderly=model == "orderly",
+        message_model=MessageModel.BROADCASTING if model == "broadcasting" else MessageModel.CLUSTERING,
     )
     consumer.set_namesrv_addr(namesrv)
     consumer.subscribe(topic, on_message, expression)
