@@ -32,8 +32,10 @@ from broker_core.broker.processors.pull import PullHoldService, PullProcessor
 from broker_core.broker.processors.query import QueryProcessor
 from broker_core.broker.processors.send import SendProcessor
 from broker_core.broker.processors.sendback import SendBackProcessor
+from broker_core.broker.processors.transaction import EndTransactionProcessor
 from broker_core.broker.registration import BrokerRegistration
 from broker_core.broker.topics import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
+from broker_core.broker.transaction import TransactionService
 from broker_core.config import BrokerConfig, StoreConfig
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.codes import RequestCode, ResponseCode
@@ -105,6 +107,7 @@ class BrokerController:
         self.registration: BrokerRegistration | None = None
         self.maintenance: MaintenanceService | None = None
         self.acl: PlainAcl | None = None
+        self.transactions: TransactionService | None = None
         self.boot_timestamp = 0
         self._background: set[asyncio.Task[None]] = set()
 
@@ -132,7 +135,10 @@ class BrokerController:
         self.registration = BrokerRegistration(
             self.config, self.client, self.topic_config_wrapper, broker_addr=self.address
         )
+        self.transactions = TransactionService(self)
+        self.transactions.load()
         self._register_processors()
+        self.transactions.start()
         if self.config.standalone_maintenance:
             self.maintenance = MaintenanceService(store, self.clock_ms)
             self.maintenance.start()
@@ -151,6 +157,9 @@ class BrokerController:
         if self.maintenance is not None:
             await self.maintenance.stop()
             self.maintenance = None
+        if self.transactions is not None:
+            await self.transactions.stop()
+            self.transactions = None
         if self.registration is not None:
             await self.registration.stop()
             self.registration = None
@@ -181,6 +190,8 @@ class BrokerController:
         server.register(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, offsets.search_offset)
         server.register(RequestCode.GET_EARLIEST_MSG_STORETIME, offsets.earliest_store_time)
         server.register(RequestCode.CONSUMER_SEND_MSG_BACK, SendBackProcessor(self).handle)
+        assert self.transactions is not None
+        server.register(RequestCode.END_TRANSACTION, EndTransactionProcessor(self.transactions).handle)
         locks = LockProcessor(self)
         server.register(RequestCode.LOCK_BATCH_MQ, locks.lock)
         server.register(RequestCode.UNLOCK_BATCH_MQ, locks.unlock)

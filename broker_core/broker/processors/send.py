@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker_core.broker.topics import PERM_INHERIT, TopicConfig, is_inherited, is_writeable
+from broker_core.broker.transaction import is_prepared, to_half
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.store.message import MessageBatchInner, MessageInner, decode_properties
@@ -159,6 +160,8 @@ class SendProcessor:
                 reconsume_times=header.reconsume_times,
                 properties_raw=header.properties.encode("utf-8"),
             )
+            if is_prepared(header.sys_flag):
+                to_half(msg)  # a transaction's half message: invisible until END_TRANSACTION
             result = await store.put_message_async(msg)
         return self._response(request, result, queue_id)
 
