@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from broker_core.aio import stop_task
 from broker_core.config import BrokerConfig
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.codes import RequestCode, ResponseCode
@@ -97,13 +98,8 @@ class BrokerRegistration:
 
     async def stop(self) -> None:
         """Stop the timer and unregister from every nameserver (best effort)."""
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await stop_task(self._task)
+        self._task = None
         header = {
             key: value
             for key, value in self._header().items()

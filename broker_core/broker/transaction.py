@@ -17,6 +17,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from broker_core.aio import stop_task
 from broker_core.remoting.codes import RequestCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.store.message import (
@@ -143,13 +144,8 @@ class TransactionService:
         self._task = asyncio.create_task(self._loop(), name="transaction-check")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await stop_task(self._task)
+        self._task = None
 
     async def _loop(self) -> None:
         interval = self.broker.config.transaction_check_interval / 1000

@@ -11,6 +11,7 @@ import logging
 import time
 from typing import Any
 
+from broker_core.aio import stop_task
 from broker_core.config import NamesrvConfig
 from broker_core.namesrv.processors import NamesrvProcessor
 from broker_core.namesrv.routeinfo import RouteInfoManager
@@ -77,11 +78,6 @@ class NamesrvServer:
                     conn.close()
 
     async def close(self) -> None:
-        if self._scan_task is not None:
-            self._scan_task.cancel()
-            try:
-                await self._scan_task
-            except asyncio.CancelledError:
-                pass
-            self._scan_task = None
+        await stop_task(self._scan_task)
+        self._scan_task = None
         await self.server.close()
