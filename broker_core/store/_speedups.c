@@ -42,21 +42,23 @@
 #include <stdint.h>
 #include <string.h>
 
-static PyObject *
-java_hash_code(PyObject *module, PyObject *arg)
+/* Fold the UTF-16 code units of str s into h (h = 31*h + unit), as Java's hashCode does.
+   Code points above U+FFFF count as their two surrogate units. */
+static int
+hash_str(PyObject *s, uint32_t *h)
 {
-    if (!PyUnicode_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "java_hash_code() wants str, not %.100s", Py_TYPE(arg)->tp_name);
-        return NULL;
+    if (!PyUnicode_Check(s)) {
+        PyErr_Format(PyExc_TypeError, "expected str, not %.100s", Py_TYPE(s)->tp_name);
+        return -1;
     }
-    Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
-    int kind = PyUnicode_KIND(arg);
-    const void *data = PyUnicode_DATA(arg);
-    uint32_t h = 0;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    uint32_t v = *h;
     if (kind == PyUnicode_1BYTE_KIND) {
         const Py_UCS1 *p = (const Py_UCS1 *)data;
         for (Py_ssize_t i = 0; i < n; i++) {
-            h = 31u * h + p[i];
+            v = 31u * v + p[i];
         }
     }
     else {
@@ -64,41 +66,26 @@ java_hash_code(PyObject *module, PyObject *arg)
             Py_UCS4 c = PyUnicode_READ(kind, data, i);
             if (c >= 0x10000) {
                 c -= 0x10000;
-                h = 31u * h + (0xD800u + (c >> 10));
-                h = 31u * h + (0xDC00u + (c & 0x3FFu));
+                v = 31u * v + (0xD800u + (c >> 10));
+                v = 31u * v + (0xDC00u + (c & 0x3FFu));
             }
             else {
-                h = 31u * h + c;
+                v = 31u * v + c;
             }
-        }
-    }
-    return PyLong_FromLong((long)(int32_t)h);
-}
-
-static int
-hash_str(PyObject *s, uint32_t *h)
-{
-    if (!PyUnicode_Check(s)) {
-        PyErr_SetString(PyExc_TypeError, "index keys must be str");
-        return -1;
-    }
-    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-    int kind = PyUnicode_KIND(s);
-    const void *data = PyUnicode_DATA(s);
-    uint32_t v = *h;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (c >= 0x10000) {
-            c -= 0x10000;
-            v = 31u * v + (0xD800u + (c >> 10));
-            v = 31u * v + (0xDC00u + (c & 0x3FFu));
-        }
-        else {
-            v = 31u * v + c;
         }
     }
     *h = v;
     return 0;
+}
+
+static PyObject *
+java_hash_code(PyObject *module, PyObject *arg)
+{
+    uint32_t h = 0;
+    if (hash_str(arg, &h) < 0) {
+        return NULL;
+    }
+    return PyLong_FromLong((long)(int32_t)h);
 }
 
 static inline void put_be32(unsigned char *p, uint32_t v)

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
@@ -17,7 +14,7 @@ from broker_core.remoting.command import RemotingCommand
 from broker_core.store.message import MessageInner
 from broker_core.testing import run_broker, run_namesrv
 
-REPO = Path(__file__).resolve().parents[2]
+from .conftest import cli_server
 
 
 async def route(client: RemotingClient, namesrv: str, topic: str) -> RemotingCommand:
@@ -94,22 +91,9 @@ def test_it_starts_from_a_broker_conf_and_stops_cleanly_on_sigterm(tmp_path: Pat
         f"storePathRootDir = {tmp_path / 'store'}\nmappedFileSizeCommitLog = 1048576\n"
         "warmMappedFileEnable = false\nbrokerRoel = SLAVE\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "broker_core", "broker", "-c", str(conf)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("listening on 127.0.0.1:"), line + proc.stderr.read()
+    with cli_server("broker", conf) as (proc, _address):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
         assert "unknown broker setting 'brokerRoel'" in proc.stderr.read()
         assert not (tmp_path / "store" / "abort").exists(), "the store was not closed cleanly"
         assert (tmp_path / "store" / "config" / "topics.json").exists()
-    finally:
-        if proc.poll() is None:
-            proc.kill()

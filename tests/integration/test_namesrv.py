@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import zlib
 from pathlib import Path
 
@@ -17,7 +14,7 @@ from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.testing import run_namesrv
 
-REPO = Path(__file__).resolve().parents[2]
+from .conftest import cli_server
 
 
 def register_request(name: str, addr: str, topics: dict[str, int], *, version: int = 1, broker_id: int = 0):
@@ -171,18 +168,7 @@ async def test_it_keeps_kv_config_and_answers_query_data_version() -> None:
 def test_it_starts_from_the_command_line_and_stops_on_sigterm(tmp_path: Path) -> None:
     conf = tmp_path / "namesrv.conf"
     conf.write_text("# a RocketMQ-style file\nlistenPort = 0\nmysteryKey = 1\n")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "broker_core", "namesrv", "-c", str(conf)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("listening on 127.0.0.1:"), line
-        address = line.split()[-1]
+    with cli_server("namesrv", conf) as (proc, address):
 
         async def ask() -> int:
             client = RemotingClient()
@@ -195,6 +181,3 @@ def test_it_starts_from_the_command_line_and_stops_on_sigterm(tmp_path: Path) ->
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
         assert "unknown nameserver setting 'mysteryKey'" in proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
