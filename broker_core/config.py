@@ -135,6 +135,34 @@ def camel_to_snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
+# Keys whose RocketMQ spelling snake-casing cannot restore.
+_CAMEL_EXCEPTIONS = {"broker_ip1": "brokerIP1", "broker_ip2": "brokerIP2"}
+
+
+def snake_to_camel(name: str) -> str:
+    """``mapped_file_size_commit_log`` -> ``mappedFileSizeCommitLog`` (``broker_ip1`` -> ``brokerIP1``)."""
+    if name in _CAMEL_EXCEPTIONS:
+        return _CAMEL_EXCEPTIONS[name]
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def config_properties(config: Any) -> dict[str, str]:
+    """A config dataclass as RocketMQ-style properties (what GET_BROKER_CONFIG answers).
+
+    Values are written as a broker.conf would spell them (booleans ``true``/``false``);
+    a StoreConfig's ``extra`` keys are kept as they came.
+    """
+    props: dict[str, str] = {}
+    for spec in dataclasses.fields(config):
+        value = getattr(config, spec.name)
+        if spec.name == "extra":
+            props.update({str(k): str(v) for k, v in value.items()})
+            continue
+        props[snake_to_camel(spec.name)] = str(value).lower() if isinstance(value, bool) else str(value)
+    return props
+
+
 def _coerce(key: str, raw: str, type_name: object) -> Any:
     text = str(raw).strip()
     kind = str(type_name)
@@ -250,6 +278,10 @@ class BrokerConfig:
     long_polling_enable: bool = True
     short_polling_time_mills: int = 1_000
     max_frame_size_bytes: int = 16 * 1024 * 1024
+    # Quiver: a client without a heartbeat this long is dropped and its connection closed
+    # (RocketMQ fixes 120 s), looked for this often (ms).
+    client_channel_expired_time: int = 120_000
+    client_housekeeping_interval: int = 10_000
 
     def __post_init__(self) -> None:
         if self.broker_id < 0:
@@ -260,6 +292,8 @@ class BrokerConfig:
             raise ConfigError(
                 f"brokerRole must be ASYNC_MASTER, SYNC_MASTER or SLAVE, not {self.broker_role!r}"
             )
+        if self.client_channel_expired_time <= 0 or self.client_housekeeping_interval <= 0:
+            raise ConfigError("clientChannelExpiredTime and clientHousekeepingInterval must be positive")
 
     @property
     def namesrv_addrs(self) -> list[str]:

@@ -4,6 +4,10 @@ Filled from HEART_BEAT bodies.  A consumer group's membership change (a client j
 unregisters or its connection closes) is pushed to every member as a oneway
 NOTIFY_CONSUMER_IDS_CHANGED, so they rebalance at once rather than at their next timer.
 C++ clients send enums as integers, Java as names: both are accepted.
+
+A client's entry is refreshed by each heartbeat; one silent for ``CHANNEL_EXPIRED_MS``
+(RocketMQ: 120 s) is dropped and its connection closed by ``expire_idle``, which the
+broker's housekeeping calls every 10 s.
 """
 
 from __future__ import annotations
@@ -54,14 +58,47 @@ def parse_tags(expression: str | None) -> frozenset[str] | None:
     return tags or None
 
 
+CHANNEL_EXPIRED_MS = 120_000
+
+
 @dataclass(slots=True)
-class ConsumerClient:
+class ClientChannel:
+    """A connected client as the connection tables show it (RocketMQ ``ClientChannelInfo``)."""
+
     client_id: str
     conn: Any
-    message_model: str
-    consume_type: str
-    consume_from_where: Any
+    language: str = "JAVA"
+    version: int = 0
+    last_update_ms: int = 0
+
+    @property
+    def address(self) -> str:
+        return str(getattr(self.conn, "remote_address", ""))
+
+    def to_json(self) -> dict[str, Any]:
+        """One entry of a connection list body (RocketMQ ``Connection``)."""
+        return {
+            "clientId": self.client_id,
+            "clientAddr": self.address,
+            "language": self.language,
+            "version": self.version,
+        }
+
+
+@dataclass(slots=True)
+class ConsumerClient(ClientChannel):
+    message_model: str = "CLUSTERING"
+    consume_type: str = "CONSUME_PASSIVELY"
+    consume_from_where: Any = None
     subscriptions: dict[str, Subscription] = field(default_factory=dict)
+
+
+def _consume_from_where_name(value: Any) -> str:
+    """C++ sends the enum's ordinal; Java its name."""
+    names = {0: "CONSUME_FROM_LAST_OFFSET", 1: "CONSUME_FROM_FIRST_OFFSET", 2: "CONSUME_FROM_TIMESTAMP"}
+    if isinstance(value, int) and not isinstance(value, bool):
+        return names.get(value, str(value))
+    return str(value) if value else "CONSUME_FROM_LAST_OFFSET"
 
 
 class ClientTables:
@@ -69,14 +106,24 @@ class ClientTables:
 
     def __init__(self) -> None:
         self.consumers: dict[str, dict[str, ConsumerClient]] = {}
-        self.producers: dict[str, dict[str, Any]] = {}
+        self.producers: dict[str, dict[str, ClientChannel]] = {}
 
-    def heartbeat(self, body: dict[str, Any], conn: Any) -> list[str]:
+    def heartbeat(
+        self,
+        body: dict[str, Any],
+        conn: Any,
+        *,
+        language: str = "JAVA",
+        version: int = 0,
+        now_ms: int = 0,
+    ) -> list[str]:
         """Record a heartbeat; return the consumer groups whose membership changed."""
         client_id = str(body["clientID"])
         changed = []
         for producer in body.get("producerDataSet") or []:
-            self.producers.setdefault(str(producer["groupName"]), {})[client_id] = conn
+            self.producers.setdefault(str(producer["groupName"]), {})[client_id] = ClientChannel(
+                client_id, conn, language, version, now_ms
+            )
         for consumer in body.get("consumerDataSet") or []:
             group = str(consumer["groupName"])
             members = self.consumers.setdefault(group, {})
@@ -93,11 +140,14 @@ class ClientTables:
             members[client_id] = ConsumerClient(
                 client_id=client_id,
                 conn=conn,
+                language=language,
+                version=version,
+                last_update_ms=now_ms,
                 message_model=_MESSAGE_MODELS.get(consumer.get("messageModel"), "CLUSTERING"),
                 consume_type=_CONSUME_TYPES.get(
                     consumer.get("consumeType"), str(consumer.get("consumeType"))
                 ),
-                consume_from_where=consumer.get("consumeFromWhere"),
+                consume_from_where=_consume_from_where_name(consumer.get("consumeFromWhere")),
                 subscriptions=subscriptions,
             )
             if joined:
@@ -119,9 +169,53 @@ class ClientTables:
                 del members[client_id]
                 changed.append(group)
         for members in self.producers.values():
-            for client_id in [cid for cid, c in members.items() if c is conn]:
+            for client_id in [cid for cid, c in members.items() if c.conn is conn]:
                 del members[client_id]
         return changed
+
+    def expire_idle(self, now_ms: int, max_idle_ms: int = CHANNEL_EXPIRED_MS) -> list[str]:
+        """Drop clients whose last heartbeat is older than ``max_idle_ms`` and close their
+        connections; return the consumer groups that lost a member."""
+        stale_conns = []
+        for table in (*self.consumers.values(), *self.producers.values()):
+            for client in table.values():
+                if now_ms - client.last_update_ms > max_idle_ms:
+                    stale_conns.append(client.conn)
+        changed: list[str] = []
+        for conn in {id(c): c for c in stale_conns}.values():
+            log.warning(
+                "closing %s: no heartbeat for %d ms", getattr(conn, "remote_address", conn), max_idle_ms
+            )
+            changed.extend(self.connection_closed(conn))
+            try:
+                conn.close("client channel expired")
+            except Exception as exc:  # closing an already broken connection is not an error
+                log.debug("closing an expired channel failed: %s", exc)
+        return sorted(set(changed))
+
+    def consumer_groups(self) -> list[str]:
+        """Groups with at least one consumer connected."""
+        return sorted(group for group, members in self.consumers.items() if members)
+
+    def producer_groups(self) -> list[str]:
+        return sorted(group for group, members in self.producers.items() if members)
+
+    def consumer_clients(self, group: str) -> list[ConsumerClient]:
+        return [self.consumers[group][cid] for cid in sorted(self.consumers.get(group, {}))]
+
+    def producer_clients(self, group: str) -> list[ClientChannel]:
+        return [self.producers[group][cid] for cid in sorted(self.producers.get(group, {}))]
+
+    def consumer_client(self, group: str, client_id: str) -> ConsumerClient | None:
+        return self.consumers.get(group, {}).get(client_id)
+
+    def groups_consuming(self, topic: str) -> list[str]:
+        """Online groups with a subscription to ``topic``."""
+        return sorted(
+            group
+            for group, members in self.consumers.items()
+            if any(topic in client.subscriptions for client in members.values())
+        )
 
     def consumer_ids(self, group: str) -> list[str]:
         return sorted(self.consumers.get(group, {}))

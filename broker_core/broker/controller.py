@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from broker_core.aio import stop_task
 from broker_core.broker.acl import PlainAcl
 from broker_core.broker.clients import ClientTables
 from broker_core.broker.groups import SubscriptionGroupManager
@@ -26,14 +27,19 @@ from broker_core.broker.locks import RebalanceLockManager
 from broker_core.broker.maintenance import MaintenanceService
 from broker_core.broker.processors.admin import AdminProcessor
 from broker_core.broker.processors.clients import ClientProcessor
+from broker_core.broker.processors.connections import ConnectionProcessor
 from broker_core.broker.processors.locks import LockProcessor
+from broker_core.broker.processors.maintenance import MaintenanceProcessor
 from broker_core.broker.processors.offsets import OffsetProcessor
 from broker_core.broker.processors.pull import PullHoldService, PullProcessor
 from broker_core.broker.processors.query import QueryProcessor
+from broker_core.broker.processors.resetoffset import ResetOffsetProcessor
 from broker_core.broker.processors.send import SendProcessor
 from broker_core.broker.processors.sendback import SendBackProcessor
+from broker_core.broker.processors.stats import StatsProcessor
 from broker_core.broker.processors.transaction import EndTransactionProcessor
 from broker_core.broker.registration import BrokerRegistration
+from broker_core.broker.stats import BrokerStats
 from broker_core.broker.topics import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
 from broker_core.broker.transaction import TransactionService
 from broker_core.config import BrokerConfig, StoreConfig
@@ -105,11 +111,19 @@ class BrokerController:
         self.locks = RebalanceLockManager(clock_ms)
         self.store: MessageStore | None = None
         self.registration: BrokerRegistration | None = None
-        self.maintenance: MaintenanceService | None = None
+        self._maintenance: MaintenanceService | None = None
+        self.stats = BrokerStats()
         self.acl: PlainAcl | None = None
         self.transactions: TransactionService | None = None
         self.boot_timestamp = 0
         self._background: set[asyncio.Task[None]] = set()
+        self._housekeeping: asyncio.Task[None] | None = None
+
+    @property
+    def maintenance(self) -> MaintenanceService:
+        """The maintenance jobs (on timers only with ``standaloneMaintenance``)."""
+        assert self._maintenance is not None, "the broker is not started"
+        return self._maintenance
 
     @property
     def port(self) -> int:
@@ -132,6 +146,8 @@ class BrokerController:
         store = MessageStore(store_config, clock_ms=self.clock_ms, topic_queue_nums=self._queue_nums)
         await asyncio.get_running_loop().run_in_executor(None, store.open)
         self.store = store
+        self.stats = BrokerStats(((cq.topic, cq.queue_id), cq.max_offset) for cq in store.consume_queues)
+        store.add_arrival_listener(self.stats.on_arrival)
         self.registration = BrokerRegistration(
             self.config, self.client, self.topic_config_wrapper, broker_addr=self.address
         )
@@ -139,9 +155,10 @@ class BrokerController:
         self.transactions.load()
         self._register_processors()
         self.transactions.start()
+        self._maintenance = MaintenanceService(store, self.clock_ms)
         if self.config.standalone_maintenance:
-            self.maintenance = MaintenanceService(store, self.clock_ms)
-            self.maintenance.start()
+            self._maintenance.start()
+        self._housekeeping = asyncio.create_task(self._expire_idle_clients(), name="client-housekeeping")
         await self.registration.register_all()
         self.registration.start()
         self.boot_timestamp = self.clock_ms()
@@ -154,9 +171,10 @@ class BrokerController:
 
     async def close(self) -> None:
         """Unregister, stop serving, then close the store cleanly (checkpoint, no abort file)."""
-        if self.maintenance is not None:
-            await self.maintenance.stop()
-            self.maintenance = None
+        await stop_task(self._housekeeping)
+        self._housekeeping = None
+        if self._maintenance is not None:
+            await self._maintenance.stop()
         if self.transactions is not None:
             await self.transactions.stop()
             self.transactions = None
@@ -201,6 +219,36 @@ class BrokerController:
         admin = AdminProcessor(self)
         server.register(RequestCode.UPDATE_AND_CREATE_TOPIC, admin.update_and_create_topic)
         server.register(RequestCode.DELETE_TOPIC_IN_BROKER, admin.delete_topic)
+        server.register(RequestCode.GET_ALL_TOPIC_CONFIG, admin.all_topic_config)
+        server.register(RequestCode.GET_TOPIC_NAME_LIST, admin.topic_name_list)
+        server.register(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, admin.update_and_create_group)
+        server.register(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, admin.all_group_config)
+        server.register(RequestCode.DELETE_SUBSCRIPTIONGROUP, admin.delete_group)
+        server.register(RequestCode.GET_BROKER_CONFIG, admin.broker_config)
+        stats = StatsProcessor(self)
+        server.register(RequestCode.GET_TOPIC_STATS_INFO, stats.topic_stats)
+        server.register(RequestCode.GET_CONSUME_STATS, stats.consume_stats)
+        server.register(RequestCode.GET_BROKER_RUNTIME_INFO, stats.runtime_info)
+        server.register(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, stats.consumed_by_who)
+        server.register(RequestCode.GET_ALL_CONSUMER_OFFSET, stats.all_consumer_offsets)
+        connections = ConnectionProcessor(self)
+        server.register(RequestCode.GET_CONSUMER_CONNECTION_LIST, connections.consumer_connections)
+        server.register(RequestCode.GET_PRODUCER_CONNECTION_LIST, connections.producer_connections)
+        server.register(RequestCode.GET_CONSUMER_RUNNING_INFO, connections.consumer_running_info)
+        server.register(RequestCode.CONSUME_MESSAGE_DIRECTLY, connections.consume_message_directly)
+        server.register(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ResetOffsetProcessor(self).reset_offset)
+        maintenance = MaintenanceProcessor(self)
+        server.register(RequestCode.QUIVER_RUN_MAINTENANCE_JOB, maintenance.run_job)
+        server.register(RequestCode.QUIVER_GET_MAINTENANCE_STATUS, maintenance.status)
+        server.register(RequestCode.TRIGGER_DELETE_FILES, maintenance.trigger_delete_files)
+
+    async def _expire_idle_clients(self) -> None:
+        """Every 10 s, drop clients silent for 120 s and close their connections (RocketMQ's
+        ClientHousekeepingService; both intervals are settings)."""
+        while True:
+            await asyncio.sleep(self.config.client_housekeeping_interval / 1000)
+            for group in self.clients.expire_idle(self.clock_ms(), self.config.client_channel_expired_time):
+                self.clients.notify_ids_changed(group)
 
     def topics_changed(self) -> None:
         """Tell the nameservers now, not at the next 30-second round (RocketMQ does too)."""

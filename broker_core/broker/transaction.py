@@ -210,7 +210,7 @@ class TransactionService:
             record,
             oneway=True,
         )
-        return bool(channels[0].send_oneway(request))
+        return bool(channels[0].conn.send_oneway(request))
 
     def _record_as_sent(self, half: MessageExt) -> bytes:
         """The half message as one stored record, with its real topic and queue back."""

@@ -123,6 +123,9 @@ class RequestCode(IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    # Quiver's own, far above RocketMQ's range: the maintenance jobs as broker operations.
+    QUIVER_RUN_MAINTENANCE_JOB = 90001
+    QUIVER_GET_MAINTENANCE_STATUS = 90002
 
 
 class ResponseCode(IntEnum):

@@ -55,4 +55,4 @@ async def test_it_retries_a_failed_message_then_moves_it_to_the_dlq(tmp_path: Pa
         assert dead.body == b"poison" and dead.reconsume_times == 3
         assert dead.properties["RETRY_TOPIC"] == TOPIC
         assert dead.properties["ORIGIN_MESSAGE_ID"] == "U-poison"
-        assert broker.maintenance.last_runs["delay_scan"].result == "ok"
+        assert broker.maintenance.last_runs["delay_scan"].ok

@@ -96,3 +96,13 @@ def test_it_parses_delay_levels_and_refuses_nonsense() -> None:
     assert parse_delay_levels("1s 5s 1m 2h 1d") == (1000, 5000, 60_000, 7_200_000, 86_400_000)
     with pytest.raises(ConfigError, match="3x"):
         parse_delay_levels("1s 3x")
+
+
+def test_config_properties_round_trip_through_rocketmq_key_names() -> None:
+    from broker_core.config import BrokerConfig, config_properties, load_broker_config
+
+    broker = BrokerConfig(broker_ip1="10.0.0.5", auto_create_topic_enable=True, broker_name="b-1")
+    props = config_properties(broker)
+    assert props["brokerIP1"] == "10.0.0.5" and props["autoCreateTopicEnable"] == "true"
+    again, _store, unknown = load_broker_config({**props, "storePathRootDir": "/tmp/x"})
+    assert unknown == [] and again == broker

@@ -1,36 +1,61 @@
-"""Admin requests: topic creation and deletion (the console and mqadmin-style tools)."""
+"""Admin requests on the broker's tables: topics, subscription groups and the broker's config.
+
+UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
+GET_TOPIC_NAME_LIST (23), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207) and
+GET_BROKER_CONFIG (26): what the console and the mqadmin-style CLI change and read.
+Bodies are RocketMQ's JSON shapes; a bad request is answered with a remark saying what
+is wrong and changes nothing.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
+from broker_core.broker.groups import SubscriptionGroupConfig
 from broker_core.broker.topics import TopicConfig
-from broker_core.errors import MessageIllegalError
+from broker_core.config import config_properties
+from broker_core.errors import MessageIllegalError, StoreError
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
+from broker_core.topics import SYSTEM_TOPICS, is_system_topic, retry_topic
 
 if TYPE_CHECKING:
     from broker_core.broker.controller import BrokerController
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("true", "1")
 
 
 class AdminProcessor:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
 
+    # -- topics ----------------------------------------------------------------------------
+
     def update_and_create_topic(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
         fields = request.ext_fields
+        topic = fields.get("topic", "")
+        if topic == self.broker.config.broker_cluster_name:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"the topic[{topic}] is conflict with system reserved words."
+            )
         try:
             config = TopicConfig(
-                topic_name=fields.get("topic", ""),
+                topic_name=topic,
                 read_queue_nums=int(fields.get("readQueueNums") or 16),
                 write_queue_nums=int(fields.get("writeQueueNums") or 16),
                 perm=int(fields.get("perm") or 6),
                 topic_filter_type=fields.get("topicFilterType") or "SINGLE_TAG",  # type: ignore[arg-type]
                 topic_sys_flag=int(fields.get("topicSysFlag") or 0),
-                order=(fields.get("order") or "").lower() in ("true", "1"),
+                order=_truthy(fields.get("order")),
             )
             self.broker.topics.update(config)
-        except (ValueError, MessageIllegalError) as exc:
+        except (ValueError, MessageIllegalError, StoreError) as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, f"cannot create topic: {exc}")
         self.broker.topics_changed()
         return request.response()
@@ -39,8 +64,61 @@ class AdminProcessor:
         topic = request.ext_fields.get("topic", "")
         if not topic:
             return request.response(ResponseCode.SYSTEM_ERROR, "the request names no topic")
+        if topic in SYSTEM_TOPICS or is_system_topic(topic):
+            return request.response(ResponseCode.SYSTEM_ERROR, f"the topic[{topic}] is a system topic")
         self.broker.topics.delete(topic)
-        assert self.broker.store is not None
-        self.broker.store.delete_topic(topic)
+        store = self.broker.store
+        assert store is not None
+        store.delete_topic(topic)
+        store.consumer_offsets.remove_topic(topic)
+        self.broker.stats.forget_topic(topic)
         self.broker.topics_changed()
         return request.response()
+
+    def all_topic_config(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        return request.response(body=orjson.dumps(self.broker.topic_config_wrapper()))
+
+    def topic_name_list(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        return request.response(body=orjson.dumps({"topicList": sorted(self.broker.topics.all())}))
+
+    # -- subscription groups -----------------------------------------------------------------
+
+    def update_and_create_group(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        try:
+            body = orjson.loads(request.body)
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a SubscriptionGroupConfig JSON object")
+            config = SubscriptionGroupConfig.from_json(body)
+            self.broker.groups.update(config)
+        except (orjson.JSONDecodeError, ValueError, MessageIllegalError, StoreError) as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"cannot update group: {exc}")
+        return request.response()
+
+    def all_group_config(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        return request.response(body=orjson.dumps(self.broker.groups.encode()))
+
+    def delete_group(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        """Forget a group's config; with ``removeOffset`` its offsets and retry topic go too."""
+        group = request.ext_fields.get("groupName", "")
+        if not group:
+            return request.response(ResponseCode.SYSTEM_ERROR, "the request names no groupName")
+        self.broker.groups.delete(group)
+        if _truthy(request.ext_fields.get("removeOffset")):
+            store = self.broker.store
+            assert store is not None
+            store.consumer_offsets.remove_consumer_group(group)
+            if self.broker.topics.delete(retry_topic(group)):
+                store.delete_topic(retry_topic(group))
+                self.broker.topics_changed()
+        return request.response()
+
+    # -- broker config -------------------------------------------------------------------------
+
+    def broker_config(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        """The running settings as ``key=value`` lines with RocketMQ's key names."""
+        store_config = dataclasses.replace(self.broker.store_config, extra={})
+        props = {**config_properties(self.broker.config), **config_properties(store_config)}
+        props["listenPort"] = str(self.broker.port)
+        text = "".join(f"{key}={value}\n" for key, value in sorted(props.items()))
+        version = orjson.dumps(self.broker.topics.data_version.to_json()).decode()
+        return request.response(ext_fields={"version": version}, body=text.encode("utf-8"))

@@ -29,7 +29,9 @@ class ClientProcessor:
         if not isinstance(body, dict) or not body.get("clientID"):
             return request.response(ResponseCode.SYSTEM_ERROR, "the heartbeat body lacks clientID")
         try:
-            changed = self.broker.clients.heartbeat(body, conn)
+            changed = self.broker.clients.heartbeat(
+                body, conn, language=request.language, version=request.version, now_ms=self.broker.clock_ms()
+            )
         except (KeyError, TypeError, ValueError) as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, f"malformed heartbeat: {exc!r}")
         self._watch(conn)

@@ -163,6 +163,8 @@ class PullProcessor:
             result = store.get_message(
                 header.topic, header.queue_id, header.queue_offset, header.max_msg_nums, codes
             )
+        if result.status is GetMessageStatus.FOUND:
+            self.broker.stats.record_get(header.group, header.topic, len(result.messages))
         return self._result_reply(request, header, result)
 
     def _result_reply(

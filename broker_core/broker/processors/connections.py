@@ -1,0 +1,140 @@
+"""Who is connected, and requests the broker relays to a consumer.
+
+GET_CONSUMER_CONNECTION_LIST (203) and GET_PRODUCER_CONNECTION_LIST (204) answer from
+the client tables; GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY (309) are
+forwarded to the named consumer over its own connection and its answer relayed as it
+came (the C++ client's running-info body is not valid JSON; it is passed on untouched).
+The C++ client never answers CONSUME_MESSAGE_DIRECTLY: the requester gets a clear
+SYSTEM_ERROR when the consumer stays silent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from broker_core.broker.clients import ConsumerClient
+from broker_core.errors import MessageIllegalError
+from broker_core.remoting.codes import RequestCode, ResponseCode
+from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.errors import ConnectionClosedError, RemotingTimeoutError
+from broker_core.store.hashcode import tags_code
+from broker_core.store.message import decode_message_id
+
+if TYPE_CHECKING:
+    from broker_core.broker.controller import BrokerController
+
+FORWARD_TIMEOUT_S = 5.0
+
+
+def subscription_json(
+    topic: str, expression: str, sub_version: int, tags: frozenset[str] | None
+) -> dict[str, Any]:
+    """RocketMQ's SubscriptionData as tools read it."""
+    tag_list = sorted(tags) if tags else []
+    return {
+        "classFilterMode": False,
+        "codeSet": [tags_code(tag) for tag in tag_list],
+        "expressionType": "TAG",
+        "subString": expression,
+        "subVersion": sub_version,
+        "tagsSet": tag_list,
+        "topic": topic,
+    }
+
+
+class ConnectionProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    def consumer_connections(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        group = request.ext_fields.get("consumerGroup", "")
+        clients = self.broker.clients.consumer_clients(group)
+        if not clients:
+            return request.response(
+                ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online"
+            )
+        subscriptions: dict[str, dict[str, Any]] = {}
+        for client in clients:
+            for topic, sub in client.subscriptions.items():
+                subscriptions.setdefault(
+                    topic, subscription_json(topic, sub.expression, sub.sub_version, sub.tags)
+                )
+        newest = max(clients, key=lambda c: c.last_update_ms)
+        body = {
+            "connectionSet": [client.to_json() for client in clients],
+            "subscriptionTable": subscriptions,
+            "consumeType": newest.consume_type,
+            "messageModel": newest.message_model,
+            "consumeFromWhere": newest.consume_from_where,
+        }
+        return request.response(body=orjson.dumps(body))
+
+    def producer_connections(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        group = request.ext_fields.get("producerGroup", "")
+        clients = self.broker.clients.producer_clients(group)
+        if not clients:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+        return request.response(body=orjson.dumps({"connectionSet": [c.to_json() for c in clients]}))
+
+    def _consumer(self, request: RemotingCommand) -> ConsumerClient | RemotingCommand:
+        group = request.ext_fields.get("consumerGroup", "")
+        client_id = request.ext_fields.get("clientId", "")
+        client = self.broker.clients.consumer_client(group, client_id)
+        if client is None:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"The Consumer <{client_id}> of group {group} Not Online"
+            )
+        return client
+
+    async def consumer_running_info(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        client = self._consumer(request)
+        if isinstance(client, RemotingCommand):
+            return client
+        fields = {key: request.ext_fields.get(key, "") for key in ("consumerGroup", "clientId")}
+        fields["jstackEnable"] = request.ext_fields.get("jstackEnable") or "false"
+        forward = RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, fields)
+        return await self._relay(request, client, forward)
+
+    async def consume_message_directly(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        client = self._consumer(request)
+        if isinstance(client, RemotingCommand):
+            return client
+        msg_id = request.ext_fields.get("msgId", "")
+        store = self.broker.store
+        assert store is not None
+        try:
+            _host, offset = decode_message_id(msg_id)
+        except MessageIllegalError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        msg = store.look_message_by_offset(offset)
+        record = store.commit_log.read(offset, msg.store_size) if msg is not None else None
+        if not record:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"no message with msgId {msg_id} here")
+        fields = {
+            "consumerGroup": request.ext_fields.get("consumerGroup", ""),
+            "clientId": client.client_id,
+            "msgId": msg_id,
+            "brokerName": self.broker.config.broker_name,
+        }
+        forward = RemotingCommand.request(RequestCode.CONSUME_MESSAGE_DIRECTLY, fields, bytes(record))
+        return await self._relay(request, client, forward)
+
+    @staticmethod
+    async def _relay(
+        request: RemotingCommand, client: ConsumerClient, forward: RemotingCommand
+    ) -> RemotingCommand:
+        try:
+            answer = await client.conn.request(forward, FORWARD_TIMEOUT_S)
+        except RemotingTimeoutError:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"consumer {client.client_id} did not answer within {FORWARD_TIMEOUT_S:g}s "
+                "(the C++ client never answers CONSUME_MESSAGE_DIRECTLY)",
+            )
+        except ConnectionClosedError as exc:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"consumer {client.client_id} went away: {exc}"
+            )
+        return request.response(answer.code, answer.remark, answer.ext_fields, answer.body)

@@ -1,0 +1,150 @@
+"""Figures for the console and tools: topic stats, consume stats, runtime info, who consumes.
+
+GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), GET_BROKER_RUNTIME_INFO (28),
+QUERY_TOPIC_CONSUME_BY_WHO (300) and GET_ALL_CONSUMER_OFFSET (43).  Topic and consume
+stats key their tables by MessageQueue, written in fastjson's dialect as Java tools
+expect (``broker_core.remoting.fastjson``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from broker_core import __version__
+from broker_core.messagequeue import MessageQueue
+from broker_core.remoting import fastjson
+from broker_core.remoting.codes import ResponseCode
+from broker_core.remoting.command import RemotingCommand
+
+if TYPE_CHECKING:
+    from broker_core.broker.controller import BrokerController
+    from broker_core.store.store import MessageStore
+
+
+def _tps(stats_rate: float) -> str:
+    return f"{stats_rate:.2f}"
+
+
+class StatsProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    @property
+    def _store(self) -> MessageStore:
+        assert self.broker.store is not None
+        return self.broker.store
+
+    def topic_stats(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        """Per queue: min and max offset, and when its last message was stored."""
+        topic = request.ext_fields.get("topic", "")
+        config = self.broker.topics.get(topic)
+        if config is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        store = self._store
+        name = self.broker.config.broker_name
+        table: dict[MessageQueue, dict[str, int]] = {}
+        for queue_id in range(config.write_queue_nums):
+            max_offset = store.get_max_offset_in_queue(topic, queue_id)
+            last = store.get_message_store_timestamp(topic, queue_id, max_offset - 1) if max_offset > 0 else 0
+            table[MessageQueue(topic, name, queue_id)] = {
+                "minOffset": store.get_min_offset_in_queue(topic, queue_id),
+                "maxOffset": max_offset,
+                "lastUpdateTimestamp": max(0, last),
+            }
+        return request.response(body=fastjson.dumps({"offsetTable": table}))
+
+    def consume_stats(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        """Per queue of each topic the group consumes here: broker and consumer offsets.
+
+        The topics are those the group committed offsets in, or subscribes to while
+        online; ``topic`` narrows them to one.  Lag is brokerOffset - consumerOffset.
+        """
+        group = request.ext_fields.get("consumerGroup", "")
+        only = request.ext_fields.get("topic") or None
+        store = self._store
+        topics = store.consumer_offsets.which_topics_by_consumer_group(group)
+        for client in self.broker.clients.consumer_clients(group):
+            topics.update(client.subscriptions)
+        if only is not None:
+            topics = {only} if only in topics or self.broker.topics.get(only) else set()
+        name = self.broker.config.broker_name
+        table: dict[MessageQueue, dict[str, int]] = {}
+        for topic in sorted(topics):
+            config = self.broker.topics.get(topic)
+            if config is None:
+                continue
+            for queue_id in range(config.read_queue_nums):
+                consumer_offset = max(0, store.consumer_offsets.query_offset(group, topic, queue_id))
+                last = 0
+                if consumer_offset > 0:
+                    last = max(0, store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1))
+                table[MessageQueue(topic, name, queue_id)] = {
+                    "brokerOffset": store.get_max_offset_in_queue(topic, queue_id),
+                    "consumerOffset": consumer_offset,
+                    "lastTimestamp": last,
+                }
+        if not table and not self.broker.groups.get(group) and not self.broker.clients.consumer_ids(group):
+            return request.response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"the consumer group[{group}] not exist"
+            )
+        body = {"consumeTps": round(self.broker.stats.get_tps(group, only), 2), "offsetTable": table}
+        return request.response(body=fastjson.dumps(body))
+
+    def consumed_by_who(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        """Groups that consume ``topic`` here: by committed offsets or an online subscription."""
+        topic = request.ext_fields.get("topic", "")
+        groups = set(self._store.consumer_offsets.which_groups_by_topic(topic))
+        groups.update(self.broker.clients.groups_consuming(topic))
+        return request.response(body=orjson.dumps({"groupList": sorted(groups)}))
+
+    def all_consumer_offsets(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        """The whole offset table as ``consumerOffset.json`` holds it."""
+        return request.response(body=orjson.dumps(self._store.consumer_offsets.encode()))
+
+    def runtime_info(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        """RocketMQ's runtime KVTable (all values strings), plus the maintenance jobs' last runs."""
+        return request.response(body=orjson.dumps({"table": self.runtime_table()}))
+
+    def runtime_table(self) -> dict[str, str]:
+        broker, store, stats = self.broker, self._store, self.broker.stats
+        uptime_s = max(0, (broker.clock_ms() - broker.boot_timestamp) // 1000)
+        table: dict[str, Any] = {
+            "brokerVersionDesc": f"Quiver {__version__}",
+            "brokerVersion": "401",
+            "brokerName": broker.config.broker_name,
+            "brokerClusterName": broker.config.broker_cluster_name,
+            "brokerAddr": broker.address,
+            "bootTimestamp": broker.boot_timestamp,
+            "runtime": _runtime_text(uptime_s),
+            "msgPutTotalYesterdayMorning": stats.put_total_yesterday_morning,
+            "msgPutTotalTodayMorning": stats.put_total_today_morning,
+            "msgPutTotalTodayNow": stats.puts.total,
+            "msgGetTotalYesterdayMorning": stats.get_total_yesterday_morning,
+            "msgGetTotalTodayMorning": stats.get_total_today_morning,
+            "msgGetTotalTodayNow": stats.gets.total,
+            "putTps": " ".join(_tps(stats.put_tps(None, s)) for s in (10, 60, 600)),
+            "getTransferedTps": " ".join(_tps(stats.get_tps(None, None, s)) for s in (10, 60, 600)),
+            "earliestMessageTimeStamp": max(0, store.get_earliest_message_time()),
+            "commitLogDiskRatio": f"{store.check_disk_space():.4f}",
+            "flushDiskType": store.config.flush_disk_type,
+            "consumerGroups": len(broker.clients.consumer_groups()),
+            "producerGroups": len(broker.clients.producer_groups()),
+            "topicCount": len(broker.topics.all()),
+            "standaloneMaintenance": str(broker.maintenance.timers_running).lower(),
+        }
+        table.update(store.stats)
+        for job, run in broker.maintenance.last_runs.items():
+            table[f"maintenance.{job}.lastRunTimestamp"] = run.started_ms
+            table[f"maintenance.{job}.durationMs"] = f"{run.duration_ms:.3f}"
+            table[f"maintenance.{job}.result"] = run.result
+        return {key: "" if value is None else str(value) for key, value in table.items()}
+
+
+def _runtime_text(seconds: int) -> str:
+    """RocketMQ's uptime format: ``[ 0 days, 1 hours, 2 minutes, 3 seconds ]``."""
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3_600)
+    minutes, secs = divmod(rest, 60)
+    return f"[ {days} days, {hours} hours, {minutes} minutes, {secs} seconds ]"
