@@ -211,10 +211,14 @@ class NamesrvConfig:
     broker_channel_expired_time: int = 120_000
     # Largest frame accepted from a client, in bytes.
     max_frame_size_bytes: int = 16 * 1024 * 1024
+    # A connection silent this long (and with no request in progress) is closed.
+    server_channel_max_idle_time_seconds: int = 120
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort must be 0..65535, not {self.listen_port}")
+        if self.server_channel_max_idle_time_seconds <= 0:
+            raise ConfigError("serverChannelMaxIdleTimeSeconds must be positive")
         if self.scan_not_active_broker_interval <= 0 or self.broker_channel_expired_time <= 0:
             raise ConfigError("scanNotActiveBrokerInterval and brokerChannelExpiredTime must be positive")
 
@@ -282,6 +286,8 @@ class BrokerConfig:
     # (RocketMQ fixes 120 s), looked for this often (ms).
     client_channel_expired_time: int = 120_000
     client_housekeeping_interval: int = 10_000
+    # A connection silent this long (and with no request in progress) is closed.
+    server_channel_max_idle_time_seconds: int = 120
 
     def __post_init__(self) -> None:
         if self.broker_id < 0:
@@ -294,6 +300,8 @@ class BrokerConfig:
             )
         if self.client_channel_expired_time <= 0 or self.client_housekeeping_interval <= 0:
             raise ConfigError("clientChannelExpiredTime and clientHousekeepingInterval must be positive")
+        if self.server_channel_max_idle_time_seconds <= 0:
+            raise ConfigError("serverChannelMaxIdleTimeSeconds must be positive")
 
     @property
     def namesrv_addrs(self) -> list[str]:

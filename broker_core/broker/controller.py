@@ -105,6 +105,7 @@ class BrokerController:
             config.broker_ip1 if config.broker_ip1 else "127.0.0.1",
             config.listen_port,
             max_frame_size=config.max_frame_size_bytes,
+            idle_timeout=config.server_channel_max_idle_time_seconds,
         )
         self.client = RemotingClient()
         self.clients = ClientTables()

@@ -32,7 +32,10 @@ class NamesrvServer:
         self.routes = RouteInfoManager(clock_ms=clock_ms, broker_expire_ms=config.broker_channel_expired_time)
         self.processor = NamesrvProcessor(self.routes)
         self.server = RemotingServer(
-            config.listen_host, config.listen_port, max_frame_size=config.max_frame_size_bytes
+            config.listen_host,
+            config.listen_port,
+            max_frame_size=config.max_frame_size_bytes,
+            idle_timeout=config.server_channel_max_idle_time_seconds,
         )
         for code in self.processor.handlers:
             self.server.register(code, self._handle)

@@ -380,7 +380,8 @@ class FrameDecoder:
         """Append ``data`` and return every command now complete, in arrival order.
 
         Raises:
-            FrameError: a frame is malformed or larger than ``max_frame_size``.
+            FrameError: a frame is malformed or larger than ``max_frame_size``; its
+                ``commands`` are the complete frames decoded before the bad one.
         """
         buffer = self._buffer
         buffer += data
@@ -401,6 +402,9 @@ class FrameDecoder:
                     break
                 commands.append(_decode(view, offset + 4, frame_end))
                 offset = frame_end
+        except FrameError as exc:
+            exc.commands = commands
+            raise
         finally:
             view.release()  # a bytearray with an exported view cannot be resized
         if offset == available:

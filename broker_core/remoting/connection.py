@@ -60,6 +60,8 @@ class Connection(asyncio.Protocol):
         self._max_inflight = max_inflight
         self._reading_paused = False
         self._corked: list[bytes] | None = None
+        # Set after a bad frame: why the connection closes once its running requests end.
+        self._doomed: str | None = None
 
     def __repr__(self) -> str:
         state = "closed" if self._closing else "open"
@@ -82,12 +84,24 @@ class Connection(asyncio.Protocol):
                 pass
 
     def data_received(self, data: bytes) -> None:
+        if self._doomed is not None:
+            return
         try:
             commands = self._decoder.feed(data)
         except FrameError as exc:
             log.warning("closing %s: %s", self.remote_address, exc)
-            self._abort(f"bad frame: {exc}")
+            # The good frames before the bad one are still answered; nothing after it can
+            # be trusted, so reading stops and the connection closes once they are.
+            self._doomed = f"bad frame: {exc}"
+            if self._transport is not None:
+                self._transport.pause_reading()
+            self._handle(exc.commands)
+            if self._inflight == 0:
+                self.close(self._doomed)
             return
+        self._handle(commands)
+
+    def _handle(self, commands: list[RemotingCommand]) -> None:
         pending = self._pending
         for cmd in commands:
             if cmd.flag & RPC_TYPE:
@@ -233,6 +247,10 @@ class Connection(asyncio.Protocol):
     def task_finished(self) -> None:
         """Count one dispatched request done; resume reading once half the limit drained."""
         self._inflight -= 1
+        if self._doomed is not None:
+            if self._inflight == 0:
+                self.close(self._doomed)
+            return
         if self._reading_paused and self._inflight <= self._max_inflight // 2:
             self._reading_paused = False
             if self._transport is not None and not self._closing:

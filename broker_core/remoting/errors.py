@@ -7,6 +7,8 @@ answer, even an error answer, is a ``RemotingCommand`` whose ``code`` the caller
 
 from __future__ import annotations
 
+from typing import Any
+
 from broker_core.errors import BrokerCoreError
 
 
@@ -18,7 +20,13 @@ class FrameError(RemotingError):
     """Bytes that are not a valid frame (bad lengths, header or serialize type, or too large).
 
     After one, the byte stream cannot be resynchronised: the connection must be closed.
+    ``commands`` holds the whole, valid frames that came before the bad one in the same
+    read, so they are still answered.
     """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.commands: list[Any] = []
 
 
 class RemotingConnectError(RemotingError):

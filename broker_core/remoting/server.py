@@ -23,8 +23,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
+from broker_core.aio import stop_task
 from broker_core.errors import ResponseError
 from broker_core.remoting.codes import RPC_ONEWAY, RPC_TYPE, ResponseCode
 from broker_core.remoting.command import DEFAULT_MAX_FRAME_SIZE, RemotingCommand
@@ -142,7 +144,10 @@ def _reply(request: RemotingCommand, response: RemotingCommand | None, conn: Con
 class RemotingServer:
     """Listens on ``host:port`` (0 = any free port) and answers requests by code.
 
-    Malformed or oversized frames close only the connection that sent them.
+    Malformed or oversized frames close only the connection that sent them.  A connection
+    that has sent nothing for ``idle_timeout`` seconds and has no request in progress is
+    closed (RocketMQ's ``serverChannelMaxIdleTimeSeconds``, 120 s), so peers that vanish
+    without a FIN do not hold sockets and buffers for ever.
     """
 
     def __init__(
@@ -152,9 +157,12 @@ class RemotingServer:
         *,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         max_inflight_per_connection: int = 4096,
+        idle_timeout: float | None = 120.0,
     ) -> None:
         self.host = host
         self._requested_port = port
+        self.idle_timeout = idle_timeout
+        self._reaper: asyncio.Task[None] | None = None
         self._max_frame_size = max_frame_size
         self._max_inflight = max_inflight_per_connection
         self._dispatcher = RequestDispatcher()
@@ -188,6 +196,19 @@ class RemotingServer:
             self._new_connection, self.host, self._requested_port, reuse_address=True
         )
         log.info("remoting server listening on %s", self.address)
+        if self.idle_timeout is not None:
+            self._reaper = loop.create_task(self._close_idle_connections(self.idle_timeout))
+
+    async def _close_idle_connections(self, idle_timeout: float) -> None:
+        interval = min(10.0, idle_timeout / 2)
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for conn in list(self.connections):
+                if conn.busy or now - conn.last_read < idle_timeout:
+                    continue
+                log.info("closing %s: idle for %.0f s", conn.remote_address, now - conn.last_read)
+                conn.close(f"idle for more than {idle_timeout:g}s")
 
     def _new_connection(self) -> Connection:
         conn = _ServerConnection(self, max_frame_size=self._max_frame_size, max_inflight=self._max_inflight)
@@ -200,6 +221,8 @@ class RemotingServer:
         """
         if self._server is not None:
             self._server.close()
+        await stop_task(self._reaper)
+        self._reaper = None
         await self._dispatcher.cancel_all()
         connections = list(self.connections)
         for conn in connections:
@@ -223,8 +246,19 @@ class _ServerConnection(Connection):
     def __init__(self, server: RemotingServer, **kwargs: int) -> None:
         super().__init__(server._dispatcher.dispatch, **kwargs)
         self._owner = server
+        self.last_read = time.monotonic()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a request from this peer is still being handled (a held pull, say)."""
+        return self._inflight > 0
+
+    def data_received(self, data: bytes) -> None:
+        self.last_read = time.monotonic()
+        super().data_received(data)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.last_read = time.monotonic()
         super().connection_made(transport)
         self._owner.connections.add(self)
         log.debug("connection from %s", self.remote_address)

@@ -296,3 +296,50 @@ async def test_it_pauses_reading_from_a_connection_past_its_inflight_limit(clien
         assert len(running) == 40
     finally:
         await server.close()
+
+
+async def test_it_answers_the_good_frames_that_came_with_a_bad_one_then_hangs_up(
+    server: RemotingServer,
+) -> None:
+    good = []
+    for n in range(3):
+        request = RemotingCommand.request(RequestCode.HEART_BEAT, {"n": str(n)})
+        request.opaque = n + 1
+        good.append(encode(request))
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    writer.write(b"".join(good) + struct.pack(">II", 9, 5) + b"nope!")  # one read, garbage last
+    answers = await read_frames(reader, 3)
+    assert [a.ext_fields["echo"] for a in answers] == ["0", "1", "2"]
+    async with asyncio.timeout(2):
+        assert await reader.read() == b""
+    writer.close()
+
+
+async def test_it_closes_idle_connections_but_not_busy_or_talking_ones() -> None:
+    release = asyncio.Event()
+
+    async def hold(request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        await release.wait()
+        return request.response()
+
+    server = RemotingServer(idle_timeout=0.3)
+    server.register(RequestCode.HEART_BEAT, echo)
+    server.register(RequestCode.PULL_MESSAGE, hold)
+    await server.start()
+    idle, busy, chatty = RemotingClient(), RemotingClient(), RemotingClient()
+    try:
+        assert (await idle.invoke(server.address, RemotingCommand.request(RequestCode.HEART_BEAT))).code == 0
+        held = asyncio.ensure_future(
+            busy.invoke(server.address, RemotingCommand.request(RequestCode.PULL_MESSAGE), timeout=5)
+        )
+        for _ in range(8):  # 0.8 s of a request every 0.1 s
+            await chatty.invoke(server.address, RemotingCommand.request(RequestCode.HEART_BEAT))
+            await asyncio.sleep(0.1)
+        assert not idle.connections  # closed by the server
+        assert chatty.connections and busy.connections and not held.done()
+        release.set()
+        assert (await held).code == 0
+    finally:
+        for client in (idle, busy, chatty):
+            await client.close()
+        await server.close()
