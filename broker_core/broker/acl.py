@@ -51,6 +51,11 @@ ADMIN_CODES = frozenset(
         RequestCode.UPDATE_BROKER_CONFIG,
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
         RequestCode.DELETE_SUBSCRIPTIONGROUP,
+        # Quiver adds the other requests that change a broker's state for everyone.
+        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+        RequestCode.TRIGGER_DELETE_FILES,
+        RequestCode.QUIVER_RUN_MAINTENANCE_JOB,
+        RequestCode.CONSUME_MESSAGE_DIRECTLY,
     }
 )
 

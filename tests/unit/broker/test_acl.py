@@ -99,6 +99,13 @@ def test_it_enforces_topic_and_group_permissions(tmp_path: Path) -> None:
     create = {"topic": "New"}
     assert "admin" in acl.check(signed(RequestCode.UPDATE_AND_CREATE_TOPIC, create, "app", "s3cret"), addr)
     assert acl.check(signed(RequestCode.UPDATE_AND_CREATE_TOPIC, create, "ops", "ops-secret"), addr) is None
+    reset = {"topic": "Audit", "group": "readers", "timestamp": "0"}
+    assert "admin" in acl.check(
+        signed(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset, "app", "s3cret"), addr
+    )
+    job = {"job": "file_expiry"}
+    assert "admin" in acl.check(signed(RequestCode.QUIVER_RUN_MAINTENANCE_JOB, job, "app", "s3cret"), addr)
+    assert acl.check(signed(RequestCode.QUIVER_RUN_MAINTENANCE_JOB, job, "ops", "ops-secret"), addr) is None
 
 
 def test_it_refuses_requests_without_credentials_unless_white_listed(tmp_path: Path) -> None:
