@@ -105,3 +105,24 @@ class TopicExistAlreadyError(ResponseError):
 
 class QueryNotFoundError(ResponseError):
     code = 22
+
+
+class AdminError(BrokerCoreError):
+    """An admin request (console, CLI, jobs) failed.
+
+    ``code`` is the ResponseCode the nameserver or broker answered with and ``remark`` its
+    explanation; ``addr`` is who answered.  ``code`` is None when the failure is ours or
+    the network's (see ``AdminUnreachableError``) rather than a refusal by the remote.
+    """
+
+    def __init__(
+        self, message: str, *, code: int | None = None, remark: str = "", addr: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.remark = remark
+        self.addr = addr
+
+
+class AdminUnreachableError(AdminError):
+    """No answer: every nameserver, or the broker asked, was down, refused or timed out."""

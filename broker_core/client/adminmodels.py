@@ -1,0 +1,345 @@
+"""The admin client's results: typed values built from the brokers' admin bodies.
+
+Each class reads one RocketMQ body shape (``from_body``; fastjson's ``MessageQueue`` map
+keys already turned into ``MessageQueue`` by ``broker_core.remoting.fastjson.loads``) and
+writes a stable JSON form (``to_json``, RocketMQ's camelCase names) for the CLI's
+``--json`` and the console's API.  Pure values: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from broker_core.messagequeue import MessageQueue
+
+
+def as_message_queue(key: Any) -> MessageQueue:
+    """A ``MessageQueue`` from a map key: already one, or its JSON text (quoted-key dialect).
+
+    Raises ValueError when the key is neither.
+    """
+    if isinstance(key, MessageQueue):
+        return key
+    if isinstance(key, str):
+        try:
+            return MessageQueue.from_json(orjson.loads(key))
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"not a MessageQueue key: {key!r}") from exc
+    raise ValueError(f"not a MessageQueue key: {key!r}")
+
+
+def _mq_json(mq: MessageQueue) -> dict[str, Any]:
+    return {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id}
+
+
+# -- topics --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStat:
+    """One queue's offsets: ``max_offset - min_offset`` messages are still stored."""
+
+    queue: MessageQueue
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **_mq_json(self.queue),
+            "minOffset": self.min_offset,
+            "maxOffset": self.max_offset,
+            "lastUpdateTimestamp": self.last_update_timestamp,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TopicStats:
+    """Every queue of a topic on every broker asked, ordered by broker then queue id."""
+
+    topic: str
+    queues: tuple[QueueStat, ...]
+
+    @property
+    def total_messages(self) -> int:
+        return sum(q.max_offset - q.min_offset for q in self.queues)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "totalMessages": self.total_messages,
+            "queues": [q.to_json() for q in self.queues],
+        }
+
+    @staticmethod
+    def queues_from_body(body: Mapping[str, Any]) -> list[QueueStat]:
+        """The queues of one broker's GET_TOPIC_STATS_INFO body."""
+        return [
+            QueueStat(
+                as_message_queue(key),
+                int(value.get("minOffset") or 0),
+                int(value.get("maxOffset") or 0),
+                int(value.get("lastUpdateTimestamp") or 0),
+            )
+            for key, value in (body.get("offsetTable") or {}).items()
+        ]
+
+
+# -- consumer groups -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QueueProgress:
+    """How far a group has consumed one queue.
+
+    ``lag`` (mqadmin's "Diff") is how many stored messages the group has not committed yet;
+    a queue the group never committed (offset below 0) counts from 0.
+    """
+
+    queue: MessageQueue
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp: int = 0
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.broker_offset - max(self.consumer_offset, 0))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **_mq_json(self.queue),
+            "brokerOffset": self.broker_offset,
+            "consumerOffset": self.consumer_offset,
+            "lag": self.lag,
+            "lastTimestamp": self.last_timestamp,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeStats:
+    """A group's progress on every queue it consumes (one topic or all), from every broker."""
+
+    group: str
+    queues: tuple[QueueProgress, ...]
+    consume_tps: float = 0.0
+
+    @property
+    def total_lag(self) -> int:
+        return sum(q.lag for q in self.queues)
+
+    @property
+    def topics(self) -> list[str]:
+        return sorted({q.queue.topic for q in self.queues})
+
+    def lag_by_topic(self) -> dict[str, int]:
+        lags: dict[str, int] = {}
+        for q in self.queues:
+            lags[q.queue.topic] = lags.get(q.queue.topic, 0) + q.lag
+        return dict(sorted(lags.items()))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "consumeTps": self.consume_tps,
+            "totalLag": self.total_lag,
+            "queues": [q.to_json() for q in self.queues],
+        }
+
+    @staticmethod
+    def queues_from_body(body: Mapping[str, Any]) -> list[QueueProgress]:
+        """The queues of one broker's GET_CONSUME_STATS body."""
+        return [
+            QueueProgress(
+                as_message_queue(key),
+                int(value.get("brokerOffset") or 0),
+                int(value.get("consumerOffset") if value.get("consumerOffset") is not None else -1),
+                int(value.get("lastTimestamp") or 0),
+            )
+            for key, value in (body.get("offsetTable") or {}).items()
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConnection:
+    """One connected producer or consumer client, as a broker sees it."""
+
+    client_id: str
+    client_addr: str
+    language: str
+    version: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "clientId": self.client_id,
+            "clientAddr": self.client_addr,
+            "language": self.language,
+            "version": self.version,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> ClientConnection:
+        version = obj.get("version")
+        return cls(
+            str(obj.get("clientId") or ""),
+            str(obj.get("clientAddr") or ""),
+            str(obj.get("language") or ""),
+            int(version) if isinstance(version, int | str) and str(version).lstrip("-").isdigit() else 0,
+        )
+
+
+def merge_connections(*groups: Iterable[ClientConnection]) -> tuple[ClientConnection, ...]:
+    """The connections of several brokers, one per client id, ordered by client id."""
+    by_id: dict[str, ClientConnection] = {}
+    for connections in groups:
+        for conn in connections:
+            by_id.setdefault(conn.client_id, conn)
+    return tuple(by_id[cid] for cid in sorted(by_id))
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """A consumer group's subscription to one topic: its tag expression."""
+
+    topic: str
+    expression: str
+    tags: tuple[str, ...] = ()
+    sub_version: int = 0
+    expression_type: str = "TAG"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "subString": self.expression,
+            "tagsSet": list(self.tags),
+            "subVersion": self.sub_version,
+            "expressionType": self.expression_type,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Subscription:
+        return cls(
+            str(obj.get("topic") or ""),
+            str(obj.get("subString") or "*"),
+            tuple(sorted(str(t) for t in obj.get("tagsSet") or [])),
+            int(obj.get("subVersion") or 0),
+            str(obj.get("expressionType") or "TAG"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerConnection:
+    """Who consumes for a group right now, what they subscribe to and how they consume."""
+
+    group: str
+    connections: tuple[ClientConnection, ...]
+    subscriptions: Mapping[str, Subscription] = field(default_factory=dict)
+    consume_type: str = ""
+    message_model: str = ""
+    consume_from_where: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "connectionSet": [c.to_json() for c in self.connections],
+            "subscriptionTable": {t: s.to_json() for t, s in sorted(self.subscriptions.items())},
+            "consumeType": self.consume_type,
+            "messageModel": self.message_model,
+            "consumeFromWhere": self.consume_from_where,
+        }
+
+    @classmethod
+    def from_body(cls, group: str, body: Mapping[str, Any]) -> ConsumerConnection:
+        subscriptions = {
+            str(topic): Subscription.from_json(sub)
+            for topic, sub in (body.get("subscriptionTable") or {}).items()
+        }
+        return cls(
+            group,
+            merge_connections(ClientConnection.from_json(c) for c in body.get("connectionSet") or []),
+            subscriptions,
+            str(body.get("consumeType") or ""),
+            str(body.get("messageModel") or ""),
+            str(body.get("consumeFromWhere") or ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    """One consumer group at a glance: who is online, how it consumes, its TPS and lag."""
+
+    group: str
+    clients: int
+    consume_type: str
+    message_model: str
+    consume_tps: float
+    total_lag: int
+
+    @property
+    def online(self) -> bool:
+        return self.clients > 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "clients": self.clients,
+            "consumeType": self.consume_type,
+            "messageModel": self.message_model,
+            "consumeTps": self.consume_tps,
+            "totalLag": self.total_lag,
+        }
+
+
+# -- brokers -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceRun:
+    """One run of a broker maintenance job (delay scan, file expiry, offset persistence).
+
+    ``result`` is the broker's one-line summary, ``details`` its figures.
+    """
+
+    job: str
+    started_ms: int
+    duration_ms: float
+    ok: bool = True
+    result: str = ""
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "startedMs": self.started_ms,
+            "durationMs": self.duration_ms,
+            "ok": self.ok,
+            "result": self.result,
+            "details": dict(self.details),
+        }
+
+    @classmethod
+    def from_json(cls, job: str, obj: Mapping[str, Any]) -> MaintenanceRun:
+        return cls(
+            str(obj.get("job") or job),
+            int(obj.get("startedMs") or 0),
+            float(obj.get("durationMs") or 0.0),
+            bool(obj.get("ok", True)),
+            str(obj.get("result") or ""),
+            dict(obj.get("details") or {}),
+        )
+
+
+def parse_properties_text(text: str) -> dict[str, str]:
+    """``key=value`` lines (GET_BROKER_CONFIG's body) -> dict; blanks and ``#`` comments skipped."""
+    props: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if sep:
+            props[key.strip()] = value.strip()
+    return props
