@@ -312,6 +312,42 @@ class BrokerConfig:
         return f"{self.broker_ip1}:{self.listen_port}"
 
 
+# Broker settings read afresh on every use, so UPDATE_BROKER_CONFIG can change them live.
+LIVE_BROKER_KEYS = frozenset(
+    {
+        "autoCreateTopicEnable",
+        "autoCreateSubscriptionGroup",
+        "brokerPermission",
+        "defaultTopicQueueNums",
+        "longPollingEnable",
+        "transactionTimeOut",
+        "transactionCheckInterval",
+        "transactionCheckMax",
+        "clientChannelExpiredTime",
+    }
+)
+
+
+def update_live_broker_config(config: BrokerConfig, props: dict[str, str]) -> BrokerConfig:
+    """Return ``config`` with ``props`` (RocketMQ key names) applied.
+
+    Raises ConfigError naming the first key that is unknown, needs a restart, or has a
+    bad value; then nothing is applied.
+    """
+    fields = {f.name: f for f in dataclasses.fields(BrokerConfig)}
+    changes: dict[str, Any] = {}
+    for key, raw in props.items():
+        spec = fields.get(camel_to_snake(key))
+        if spec is None:
+            raise ConfigError(f"unknown broker setting {key!r}")
+        if key not in LIVE_BROKER_KEYS:
+            raise ConfigError(
+                f"{key} cannot change while the broker runs (live: {', '.join(sorted(LIVE_BROKER_KEYS))})"
+            )
+        changes[spec.name] = _coerce(key, raw, spec.type)
+    return dataclasses.replace(config, **changes)
+
+
 # RocketMQ spells the IP keys brokerIP1/brokerIP2; snake-casing would make broker_ip1.
 def load_broker_config(props: dict[str, str]) -> tuple[BrokerConfig, StoreConfig, list[str]]:
     """Split a parsed broker.conf into broker and store settings; return unknown keys too.

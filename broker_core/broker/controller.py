@@ -226,6 +226,7 @@ class BrokerController:
         server.register(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, admin.all_group_config)
         server.register(RequestCode.DELETE_SUBSCRIPTIONGROUP, admin.delete_group)
         server.register(RequestCode.GET_BROKER_CONFIG, admin.broker_config)
+        server.register(RequestCode.UPDATE_BROKER_CONFIG, admin.update_broker_config)
         stats = StatsProcessor(self)
         server.register(RequestCode.GET_TOPIC_STATS_INFO, stats.topic_stats)
         server.register(RequestCode.GET_CONSUME_STATS, stats.consume_stats)
@@ -286,10 +287,16 @@ class BrokerController:
             self.topics.ensure(topic_config)
 
     def topic_config_wrapper(self) -> dict[str, Any]:
-        """TopicConfigSerializeWrapper: what registration sends the nameservers."""
-        return {
-            "dataVersion": self.topics.data_version.to_json(),
-            "topicConfigTable": {
-                name: config.to_json() for name, config in sorted(self.topics.all().items())
-            },
-        }
+        """TopicConfigSerializeWrapper: what registration sends the nameservers.
+
+        A broker not both readable and writeable advertises its own permission on every
+        topic, as RocketMQ does, so clients stop sending (or pulling) there.
+        """
+        broker_perm = self.config.broker_permission
+        table = {}
+        for name, config in sorted(self.topics.all().items()):
+            entry = config.to_json()
+            if broker_perm & PERM_RW != PERM_RW:
+                entry["perm"] = broker_perm
+            table[name] = entry
+        return {"dataVersion": self.topics.data_version.to_json(), "topicConfigTable": table}

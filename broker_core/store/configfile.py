@@ -409,6 +409,13 @@ class VersionedConfigTable(ConfigFile, Generic[C]):
         self.persist()
         return True
 
+    def next_version(self) -> None:
+        """Move the data version on though no entry changed (what the entries mean did:
+        a new broker permission), so nameservers take the table again."""
+        with self._lock:
+            self._data_version.next_version(self._clock())
+        self.persist()
+
     def delete(self, name: str) -> bool:
         """Remove an entry and persist the table; return whether it existed."""
         with self._lock:

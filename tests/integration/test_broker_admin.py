@@ -410,3 +410,50 @@ async def test_silent_clients_expire_and_their_group_is_told(tmp_path: Path) -> 
         finally:
             await quiet.close()
             await chatty.close()
+
+
+async def test_broker_config_changes_live_and_refuses_what_needs_a_restart(tmp_path: Path) -> None:
+    from broker_core.testing import run_namesrv
+
+    async with (
+        run_namesrv() as ns,
+        run_broker(tmp_path / "store", ns.address, broker_name="broker-x") as broker,
+    ):
+        client = RemotingClient()
+        try:
+            await create_topic(client, broker, TOPIC, 1)
+
+            async def update(text: bytes) -> RemotingCommand:
+                return await call(client, broker, RequestCode.UPDATE_BROKER_CONFIG, body=text)
+
+            for bad, words in (
+                (b"listenPort=1234", "cannot change while the broker runs"),
+                (b"noSuchKey=1", "unknown broker setting"),
+                (b"brokerPermission=lots", "not a valid int"),
+                (b"autoCreateTopicEnable=true\njust words", "key=value"),
+            ):
+                refused = await update(bad)
+                assert refused.code == ResponseCode.SYSTEM_ERROR and words in (refused.remark or ""), refused
+            assert broker.config.auto_create_topic_enable is False  # all or nothing
+
+            assert (await update(b"# read only\nbrokerPermission = 4\n")).code == ResponseCode.SUCCESS
+            assert broker.config.broker_permission == 4
+            fields = {"producerGroup": "p", "topic": TOPIC, "queueId": "0", "properties": ""}
+            send = RemotingCommand.request(RequestCode.SEND_MESSAGE, fields, b"x")
+            assert (await client.invoke(broker.address, send)).code == ResponseCode.NO_PERMISSION
+
+            async def advertised_perm() -> int:
+                route = await client.invoke(
+                    ns.address, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC})
+                )
+                return int(fastjson.loads(route.body)["queueDatas"][0]["perm"])
+
+            for _ in range(50):
+                if await advertised_perm() == 4:
+                    break
+                await asyncio.sleep(0.05)
+            assert await advertised_perm() == 4
+            lines = (await call(client, broker, RequestCode.GET_BROKER_CONFIG)).body.decode()
+            assert "brokerPermission=4\n" in lines
+        finally:
+            await client.close()

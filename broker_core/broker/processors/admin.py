@@ -3,7 +3,8 @@
 UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
 GET_TOPIC_NAME_LIST (23), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207) and
-GET_BROKER_CONFIG (26): what the console and the mqadmin-style CLI change and read.
+GET_BROKER_CONFIG (26) and UPDATE_BROKER_CONFIG (25): what the console and the
+mqadmin-style CLI change and read.
 Bodies are RocketMQ's JSON shapes; a bad request is answered with a remark saying what
 is wrong and changes nothing.
 """
@@ -17,8 +18,8 @@ import orjson
 
 from broker_core.broker.groups import SubscriptionGroupConfig
 from broker_core.broker.topics import TopicConfig
-from broker_core.config import config_properties
-from broker_core.errors import MessageIllegalError, StoreError
+from broker_core.config import config_properties, update_live_broker_config
+from broker_core.errors import ConfigError, MessageIllegalError, StoreError
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.topics import SYSTEM_TOPICS, is_system_topic, retry_topic
@@ -122,3 +123,29 @@ class AdminProcessor:
         text = "".join(f"{key}={value}\n" for key, value in sorted(props.items()))
         version = orjson.dumps(self.broker.topics.data_version.to_json()).decode()
         return request.response(ext_fields={"version": version}, body=text.encode("utf-8"))
+
+    def update_broker_config(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        """Apply ``key=value`` lines to the running broker (the settings read on every use).
+
+        All or nothing; the change lasts until the broker restarts (broker.conf is the
+        operator's file and is not rewritten).
+        """
+        try:
+            text = request.body.decode("utf-8")
+            props: dict[str, str] = {}
+            for line in text.splitlines():
+                if line.strip() and not line.lstrip().startswith("#"):
+                    key, sep, value = line.partition("=")
+                    if not sep:
+                        raise ConfigError(f"expected key=value, got {line!r}")
+                    props[key.strip()] = value.strip()
+            new = update_live_broker_config(self.broker.config, props)
+        except (UnicodeDecodeError, ConfigError) as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"cannot update the broker config: {exc}")
+        permission_changed = new.broker_permission != self.broker.config.broker_permission
+        self.broker.config = new
+        if permission_changed:
+            # Every topic is advertised with the broker's permission: the routes must change.
+            self.broker.topics.next_version()
+            self.broker.topics_changed()
+        return request.response()
