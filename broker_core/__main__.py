@@ -1,15 +1,14 @@
 """Command line: ``python -m broker_core <command>``.
 
-Commands so far:
-
 * ``namesrv [-c FILE]``: run a nameserver (``listenPort`` and friends, RocketMQ style).
 * ``broker -c FILE``: run a broker from a RocketMQ-style broker.conf.
-
 * ``store check --store DIR``: open a store (recovering it if it was not closed cleanly),
   print what it holds and run every file's self-check; exit 1 when problems are found.
 * ``store rebuild --store DIR``: rebuild consume queues and index from the commit log.
+* mqadmin-style admin commands (``clusterList``, ``topicList``, ``consumerProgress``...,
+  see ``broker_core.cli.admin``), also installed as ``quiver-admin``.
 
-The nameserver and broker commands arrive with the servers.
+``quiver-namesrv`` and ``quiver-broker`` are the first two as console scripts.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from broker_core.cli.admin import add_admin_commands
 from broker_core.config import NamesrvConfig, StoreConfig, load_broker_config, load_properties
 from broker_core.namesrv.server import NamesrvServer
 from broker_core.store.store import MessageStore
@@ -96,7 +96,7 @@ def _serve(server: Any) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m broker_core", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     ns = commands.add_parser("namesrv", help="run a nameserver")
     ns.add_argument("-c", "--config", help="a RocketMQ-style namesrv.conf (key = value)")
     ns.set_defaults(func=namesrv)
@@ -109,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub = store_commands.add_parser(name, help=f"{name} a store directory")
         sub.add_argument("--store", required=True, help="the store's root directory")
         sub.set_defaults(func=store_check, rebuild=rebuild)
+    add_admin_commands(commands)
     return parser
 
 
@@ -118,6 +119,16 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s"
     )
     return int(args.func(args))
+
+
+def namesrv_main() -> int:
+    """Entry point of ``quiver-namesrv``: ``python -m broker_core namesrv`` with the same options."""
+    return main(["namesrv", *sys.argv[1:]])
+
+
+def broker_main() -> int:
+    """Entry point of ``quiver-broker``: ``python -m broker_core broker`` with the same options."""
+    return main(["broker", *sys.argv[1:]])
 
 
 if __name__ == "__main__":
