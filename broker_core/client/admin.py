@@ -52,12 +52,13 @@ from broker_core.store.message import (
     decode_message_id,
     iter_records,
 )
-from broker_core.topics import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX, retry_topic
+from broker_core.topics import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX
 
 __all__ = ["MAINTENANCE_JOBS", "AdminClient", "parse_namesrv_addr"]
 
 MAINTENANCE_JOBS: Final = ("delay_scan", "file_expiry", "offset_persistence")
-"""The broker maintenance jobs QUIVER_RUN_MAINTENANCE_JOB can run."""
+"""The broker maintenance jobs QUIVER_RUN_MAINTENANCE_JOB can run (``broker.maintenance.JOBS``,
+repeated here so that clients need not import the broker's machinery)."""
 
 ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
 LONG_MAX: Final = 2**63 - 1
@@ -585,9 +586,8 @@ class AdminClient:
             raise AdminError("give the cluster or the broker address to delete the group from")
         addrs = await self._masters(cluster=cluster, broker_addr=broker_addr)
         fields = {"groupName": group, "removeOffset": remove_offset}
+        # The broker drops the group's retry topic itself and re-registers without it.
         await self._ask_each(addrs, RequestCode.DELETE_SUBSCRIPTIONGROUP, fields)
-        if remove_offset:
-            await self._each_namesrv(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": retry_topic(group)})
         return addrs
 
     async def reset_offset_by_time(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker_core.client.admin import parse_namesrv_addr
+from broker_core.broker.maintenance import JOBS
+from broker_core.client.admin import MAINTENANCE_JOBS, parse_namesrv_addr
 from broker_core.client.adminmodels import (
     ConsumerConnection,
     ConsumeStats,
@@ -130,3 +131,7 @@ def test_it_reads_broker_config_text() -> None:
         "messageDelayLevel": "1s 5s",
         "listenPort": "10911",
     }
+
+
+def test_it_knows_the_same_maintenance_jobs_as_the_broker() -> None:
+    assert MAINTENANCE_JOBS == JOBS
