@@ -398,18 +398,23 @@ class MessageStore:
 
     async def put_message_async(self, msg: MessageInner) -> PutMessageResult:
         """``put_message`` for asyncio callers (the broker): waits for the disk without a thread."""
-        return await self._wait_flushed_async(self._append_for_async(self.append, msg))
+        return await self.wait_flushed_async(self._append_for_async(self.append, msg))
 
     async def put_messages_async(self, msgs: Sequence[MessageInner] | MessageBatchInner) -> PutMessageResult:
         """``put_messages`` for asyncio callers."""
-        return await self._wait_flushed_async(self._append_for_async(self.append_batch, msgs))
+        return await self.wait_flushed_async(self._append_for_async(self.append_batch, msgs))
 
     def _append_for_async(self, append: Callable[..., PutMessageResult], arg: Any) -> PutMessageResult:
         # The flusher resolves asyncio waiters on their loop, in bulk: no thread future.
         result = append(arg, waiter="async")
         return result
 
-    async def _wait_flushed_async(self, result: PutMessageResult) -> PutMessageResult:
+    async def wait_flushed_async(self, result: PutMessageResult) -> PutMessageResult:
+        """Wait until what ``append(..., waiter="async")`` wrote is on disk (SYNC_FLUSH).
+
+        Returns the result, marked FLUSH_DISK_TIMEOUT when the flush did not come within
+        ``syncFlushTimeout``; a result with nothing to wait for is returned as it is.
+        """
         future = result.async_flush
         if future is None:
             return result

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -126,13 +127,29 @@ class SendProcessor:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
 
-    async def handle(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+    def handle(self, request: RemotingCommand, conn: Any) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """Store what a producer sent; return the answer, or an awaitable of it under SYNC_FLUSH.
+
+        A plain function, so the remoting server runs it inline from ``data_received``
+        with no task per request: under ASYNC_FLUSH the answer is ready as soon as the
+        store has appended.  Only a send that must wait for the disk returns an awaitable
+        (the server runs it as a task, and requests behind it are not held up).
+        """
         try:
             header = SendHeader.parse(request)
             topic_config = self._writable_topic(header)
             queue_id = self._queue_id(header, topic_config)
+            result = self._append(request, header, queue_id, conn)
         except SendError as exc:
             return request.response(exc.code, exc.remark, ext_fields={})
+        if result.async_flush is not None:
+            return self._answer_when_flushed(request, result, queue_id)
+        return self._response(request, result, queue_id)
+
+    def _append(
+        self, request: RemotingCommand, header: SendHeader, queue_id: int, conn: Any
+    ) -> PutMessageResult:
+        """Append the message (or batch) without waiting for the disk."""
         store = self.broker.store
         assert store is not None
         born_host = getattr(conn, "remote_address", "127.0.0.1:0")
@@ -146,24 +163,30 @@ class SendProcessor:
                 born_host=born_host,
                 properties=decode_properties(header.properties),
             )
-            result = await store.put_messages_async(batch)
-        else:
-            msg = MessageInner(
-                header.topic,
-                queue_id,
-                request.body,
-                decode_properties(header.properties),
-                flag=header.flag,
-                sys_flag=header.sys_flag,
-                born_timestamp=header.born_timestamp,
-                born_host=born_host,
-                reconsume_times=header.reconsume_times,
-                properties_raw=header.properties.encode("utf-8"),
-            )
-            if is_prepared(header.sys_flag):
-                to_half(msg)  # a transaction's half message: invisible until END_TRANSACTION
-            result = await store.put_message_async(msg)
-        return self._response(request, result, queue_id)
+            return store.append_batch(batch, waiter="async")
+        msg = MessageInner(
+            header.topic,
+            queue_id,
+            request.body,
+            decode_properties(header.properties),
+            flag=header.flag,
+            sys_flag=header.sys_flag,
+            born_timestamp=header.born_timestamp,
+            born_host=born_host,
+            reconsume_times=header.reconsume_times,
+            properties_raw=header.properties.encode("utf-8"),
+        )
+        if is_prepared(header.sys_flag):
+            to_half(msg)  # a transaction's half message: invisible until END_TRANSACTION
+        return store.append(msg, waiter="async")
+
+    async def _answer_when_flushed(
+        self, request: RemotingCommand, result: PutMessageResult, queue_id: int
+    ) -> RemotingCommand:
+        """SYNC_FLUSH: answer once the records are on disk (FLUSH_DISK_TIMEOUT if not in time)."""
+        store = self.broker.store
+        assert store is not None
+        return self._response(request, await store.wait_flushed_async(result), queue_id)
 
     def _writable_topic(self, header: SendHeader) -> TopicConfig:
         problem = topic_problem(header.topic)

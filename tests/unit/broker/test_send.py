@@ -1,0 +1,73 @@
+"""SendProcessor.handle: answered inline under ASYNC_FLUSH, after the disk under SYNC_FLUSH."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+from broker_core.broker.processors.send import SendProcessor
+from broker_core.broker.topics import TopicConfig
+from broker_core.remoting.codes import RequestCode, ResponseCode
+from broker_core.remoting.command import RemotingCommand
+from broker_core.store.message import decode_record, encode_properties
+from broker_core.testing import run_broker
+
+TOPIC = "SendTopic"
+
+
+class PeerConnection:
+    """What the processor reads from a connection: the producer's address."""
+
+    remote_address = "127.0.0.1:50123"
+
+
+def send_request(body: bytes = b"hello", queue_id: int = 1, topic: str = TOPIC) -> RemotingCommand:
+    """SEND_MESSAGE as the C++ client sends it (V1 field names)."""
+    fields = {
+        "producerGroup": "g",
+        "topic": topic,
+        "defaultTopic": "TBW102",
+        "defaultTopicQueueNums": "4",
+        "queueId": str(queue_id),
+        "sysFlag": "0",
+        "bornTimestamp": "1700000000000",
+        "flag": "0",
+        "properties": encode_properties({"TAGS": "TagA", "UNIQ_KEY": "AB" * 16, "WAIT": "true"}).decode(),
+        "reconsumeTimes": "0",
+        "batch": "0",
+    }
+    return RemotingCommand.request(RequestCode.SEND_MESSAGE, fields, body)
+
+
+async def test_an_async_flush_send_is_answered_inline_with_where_it_went(tmp_path: Path) -> None:
+    async with run_broker(tmp_path) as broker:
+        broker.topics.update(TopicConfig(TOPIC, 4, 4, 6))
+        answer = SendProcessor(broker).handle(send_request(), PeerConnection())
+        assert type(answer) is RemotingCommand  # no awaitable: the server needs no task
+        assert answer.code == ResponseCode.SUCCESS
+        assert answer.ext_fields["queueId"] == "1" and answer.ext_fields["queueOffset"] == "0"
+        assert broker.store is not None and broker.store.wait_dispatched()
+        (record,) = broker.store.get_message(TOPIC, 1, 0, 32).messages
+        stored = decode_record(record)
+        assert stored.body == b"hello" and stored.born_host == PeerConnection.remote_address
+        assert answer.ext_fields["msgId"] == stored.msg_id
+
+
+async def test_a_refused_send_is_answered_inline(tmp_path: Path) -> None:
+    async with run_broker(tmp_path) as broker:
+        answer = SendProcessor(broker).handle(send_request(topic="NoSuchTopic"), PeerConnection())
+        assert type(answer) is RemotingCommand
+        assert answer.code == ResponseCode.TOPIC_NOT_EXIST
+        assert answer.ext_fields == {}
+
+
+async def test_a_sync_flush_send_is_answered_once_it_is_on_disk(tmp_path: Path) -> None:
+    async with run_broker(tmp_path, store={"flush_disk_type": "SYNC_FLUSH"}) as broker:
+        broker.topics.update(TopicConfig(TOPIC, 4, 4, 6))
+        store = broker.store
+        assert store is not None
+        answer = SendProcessor(broker).handle(send_request(), PeerConnection())
+        assert inspect.isawaitable(answer)
+        response = await answer
+        assert response.code == ResponseCode.SUCCESS
+        assert store.flush_service.flushed_offset >= store.commit_log.records_end
