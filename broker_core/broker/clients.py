@@ -130,11 +130,11 @@ class ClientTables:
             subscriptions = {}
             for sub in consumer.get("subscriptionDataSet") or []:
                 try:
-                    version = int(sub.get("subVersion") or 0)
+                    sub_version = int(sub.get("subVersion") or 0)
                 except (TypeError, ValueError):
-                    version = 0
+                    sub_version = 0
                 subscriptions[str(sub["topic"])] = Subscription(
-                    str(sub["topic"]), str(sub.get("subString") or "*"), version
+                    str(sub["topic"]), str(sub.get("subString") or "*"), sub_version
                 )
             joined = client_id not in members
             members[client_id] = ConsumerClient(

@@ -178,6 +178,7 @@ async def test_consume_stats_connections_and_who_consumes(
     body = orjson.loads(conns.body)
     assert [c["clientId"] for c in body["connectionSet"]] == ["10.0.0.9@4242"]
     assert body["connectionSet"][0]["language"] == "CPP"
+    assert body["connectionSet"][0]["version"] == 401  # the frame's version, not a subVersion
     assert body["connectionSet"][0]["clientAddr"].startswith("127.0.0.1:")
     sub = body["subscriptionTable"][TOPIC]
     assert (
