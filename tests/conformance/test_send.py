@@ -126,3 +126,18 @@ async def test_it_refuses_an_unknown_topic_unless_auto_creation_is_on(tmp_path: 
             config = broker.topics.get("AutoTopic")
             assert config is not None and config.write_queue_nums == 4  # the client asks for 4
             assert len(stored(broker, "AutoTopic", 4)) == 10
+
+
+async def test_a_batch_the_official_client_compresses_is_stored_item_by_item(tmp_path: Path) -> None:
+    # 16 x 1 KiB: past 4 KiB the client zlib-compresses the whole batch body.
+    async with run_namesrv() as ns, run_broker(tmp_path / "store", ns.address) as broker:
+        await create_topic(broker.address, TOPIC, 4)
+        await broker.registration.register_all()
+        (result,) = await run_official_client(
+            "batch_producer_child.py", ns.address, TOPIC, "16", "1024", home=tmp_path / "home"
+        )
+        assert result == {"status": SEND_OK, "offset": 0}
+        messages = sorted(stored(broker, TOPIC, 4), key=lambda m: m.queue_offset)
+        assert [m.body for m in messages] == [(b"%06d" % i) * 170 for i in range(16)]
+        assert [m.keys for m in messages] == [f"batch-{i}" for i in range(16)]
+        assert len({m.queue_id for m in messages}) == 1

@@ -1,15 +1,19 @@
-"""SendProcessor.handle: answered inline under ASYNC_FLUSH, after the disk under SYNC_FLUSH."""
+"""SendProcessor.handle: answered inline under ASYNC_FLUSH, after the disk under SYNC_FLUSH;
+compressed batches."""
 
 from __future__ import annotations
 
 import inspect
+import zlib
 from pathlib import Path
+
+import pytest
 
 from broker_core.broker.processors.send import SendProcessor
 from broker_core.broker.topics import TopicConfig
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
-from broker_core.store.message import decode_record, encode_properties
+from broker_core.store.message import COMPRESSED_FLAG, decode_record, encode_batch, encode_properties
 from broker_core.testing import run_broker
 
 TOPIC = "SendTopic"
@@ -71,3 +75,51 @@ async def test_a_sync_flush_send_is_answered_once_it_is_on_disk(tmp_path: Path) 
         response = await answer
         assert response.code == ResponseCode.SUCCESS
         assert store.flush_service.flushed_offset >= store.commit_log.records_end
+
+
+def batch_request(body: bytes, sys_flag: int) -> RemotingCommand:
+    """A batch as the C++ client sends it: code 10, batch=1, WAIT in the header properties."""
+    request = send_request(body, queue_id=2)
+    request.ext_fields.update(
+        {"batch": "1", "sysFlag": str(sys_flag), "properties": encode_properties({"WAIT": "true"}).decode()}
+    )
+    return request
+
+
+def batch_items(count: int) -> list[tuple[bytes, dict[str, str], int]]:
+    return [(b"%04d" % i * 256, {"TAGS": "TagA", "UNIQ_KEY": f"{i:032X}"}, 0) for i in range(count)]
+
+
+async def test_a_batch_the_client_compressed_is_stored_item_by_item_uncompressed(tmp_path: Path) -> None:
+    items = batch_items(8)  # 8 KiB of bodies: the C++ client compresses a batch body from 4 KiB
+    async with run_broker(tmp_path) as broker:
+        broker.topics.update(TopicConfig(TOPIC, 4, 4, 6))
+        answer = SendProcessor(broker).handle(
+            batch_request(zlib.compress(encode_batch(items), 5), COMPRESSED_FLAG), PeerConnection()
+        )
+        assert type(answer) is RemotingCommand and answer.code == ResponseCode.SUCCESS, answer.remark
+        assert len(answer.ext_fields["msgId"].split(",")) == len(items)
+        assert broker.store is not None and broker.store.wait_dispatched()
+        stored = [decode_record(r) for r in broker.store.get_message(TOPIC, 2, 0, 32).messages]
+        assert [m.body for m in stored] == [body for body, _, _ in items]
+        assert [m.uniq_key for m in stored] == [props["UNIQ_KEY"] for _, props, _ in items]
+        assert all(m.sys_flag & COMPRESSED_FLAG == 0 for m in stored)
+
+
+@pytest.mark.parametrize(
+    ("body", "remark"),
+    [
+        (b"\x78\x5e not zlib at all", "corrupt"),
+        (zlib.compress(encode_batch(batch_items(8)))[:-10], "truncated"),
+        (zlib.compress(b"\0" * (64 * 1024 + 1)), "inflates to more than 65536 bytes"),
+    ],
+)
+async def test_a_bad_compressed_batch_is_refused_and_nothing_is_stored(
+    tmp_path: Path, body: bytes, remark: str
+) -> None:
+    async with run_broker(tmp_path, max_frame_size_bytes=64 * 1024) as broker:
+        broker.topics.update(TopicConfig(TOPIC, 4, 4, 6))
+        answer = SendProcessor(broker).handle(batch_request(body, COMPRESSED_FLAG), PeerConnection())
+        assert type(answer) is RemotingCommand
+        assert answer.code == ResponseCode.MESSAGE_ILLEGAL and remark in (answer.remark or "")
+        assert broker.store is not None and broker.store.get_max_offset_in_queue(TOPIC, 2) == 0
