@@ -1,0 +1,1177 @@
+"""Broker benchmark: one broker process measured side by side with its ceilings, in one run.
+
+    python bench/broker.py [--quick] [--only PHASE[,PHASE]] [--broker-prefix CMD]
+
+A nameserver and a broker (ASYNC_FLUSH, default 1 GiB segments) run as their own
+processes, started with ``python -m broker_core``; so does every load generator.  Figures
+(1 KiB bodies, a tag and a UNIQ_KEY on every message, as the official client sends):
+
+* ingest, raw frames: a load-generator process pipelines SEND_MESSAGE frames (code 10,
+  JSON headers, the C++ client's field names) over a few connections, a fixed window of
+  requests outstanding on each: msgs/s and send latency (request written to response
+  read) p50/p99, one message per request and batches of 32 (code 10 with batch=1, the
+  body made by ``encode_batch``).  Side by side: the same load against an echo server on
+  the same remoting layer (answers at once, stores nothing), and the store's own append
+  rate measured in this process (the broker's ceiling without the network);
+* ingest, official client: ``rocketmq==0.4.4`` producer threads calling ``send_sync`` (and
+  ``send_batch`` of 32) in a child process;
+* consume catch-up: pull (PULL_MESSAGE, 32 per pull, one pull in flight per queue) every
+  message the ingest phases stored, against the same pulls answered by the echo server;
+* end-to-end at a fixed rate: single sends paced at 5,000 msgs/s while a consumer
+  long-polls every queue: send latency p50/p99 (the 5 ms target) and send-to-receive
+  latency (from a send timestamp in the body; the store-to-receive figure comes from
+  the records' STORETIMESTAMP, in ms).
+
+Load is measured after a warm-up, over a fixed window; every loop is bounded in count and
+time, and all traffic stays on 127.0.0.1.  The last line of output is one JSON object of
+the figures.
+
+The same file is the child processes: ``python bench/broker.py --role loadgen SPEC``
+(raw frames), ``--role echo`` (the echo server) and ``--role official SPEC`` (the
+official client).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import queue
+import shlex
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+from broker_core.remoting.codes import RequestCode, ResponseCode  # noqa: E402
+from broker_core.remoting.command import FrameDecoder, RemotingCommand, encode  # noqa: E402
+from broker_core.store.message import (  # noqa: E402
+    MessageInner,
+    decode_record,
+    encode_batch,
+    encode_host,
+    encode_properties,
+)
+
+TOPIC = "BenchTopic"
+E2E_TOPIC = "BenchE2E"
+QUEUES = 8
+BODY_BYTES = 1024
+BATCH = 32
+PRODUCER_GROUP = "BenchProducer"
+CONSUMER_GROUP = "BenchConsumer"
+PULL_BATCH = 32
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+
+# Fixed-width stand-ins in a frame encoded once by the codec, replaced per request.
+OPAQUE_SLOT = b"1234567890"  # 10 digits: opaques run 1_000_000_000 + n (< 2**31)
+BORN_SLOT = b"9876543210123"  # 13 digits: a wall-clock ms timestamp
+UNIQ_SLOT = b"FEDCBA9876543210"  # 16 hex digits: the UNIQ_KEY's counter half
+STAMP_SLOT = b"\xfa\xce\xb0\x0c\xfa\xce\xb0\x0c"  # the body's first 8 bytes: send time, ns
+OPAQUE_BASE = 1_000_000_000
+
+
+# -- frames -------------------------------------------------------------------------------
+
+
+class FrameTemplate:
+    """A frame encoded once by ``broker_core.remoting.command.encode``, with slots to fill.
+
+    Each slot is a placeholder that occurs exactly once in the encoded frame; ``fill``
+    returns the frame with each placeholder replaced by a value of the same width, so a
+    request costs one join instead of a header encode.
+    """
+
+    def __init__(self, frame: bytes, slots: list[bytes]) -> None:
+        found = []
+        for index, slot in enumerate(slots):
+            if frame.count(slot) != 1:
+                raise ValueError(f"slot {slot!r} occurs {frame.count(slot)} times in the template")
+            found.append((frame.index(slot), index, len(slot)))
+        found.sort()
+        self._order = [index for _, index, _ in found]
+        self._pieces: list[bytes] = []
+        at = 0
+        for pos, _, width in found:
+            self._pieces.append(frame[at:pos])
+            at = pos + width
+        self._tail = frame[at:]
+        self._widths = [width for _, _, width in found]
+
+    def fill(self, values: list[bytes]) -> bytes:
+        """The frame with slot ``i`` replaced by ``values[i]`` (same width as the slot)."""
+        parts: list[bytes] = []
+        for piece, index, width in zip(self._pieces, self._order, self._widths, strict=True):
+            value = values[index]
+            if len(value) != width:
+                raise ValueError(f"slot value {value!r} is not {width} bytes")
+            parts.append(piece)
+            parts.append(value)
+        parts.append(self._tail)
+        return b"".join(parts)
+
+
+def send_properties(uniq_tail: bytes) -> bytes:
+    """A message's properties as the official client sends them (tag, UNIQ_KEY, WAIT)."""
+    return encode_properties(
+        {"TAGS": "TagA", "UNIQ_KEY": "0100007F00005BCD" + uniq_tail.decode(), "WAIT": "true"}
+    )
+
+
+def send_template(topic: str, queue_id: int, *, batch: bool, body: bytes) -> FrameTemplate:
+    """SEND_MESSAGE (code 10) as the C++ client sends it; batches carry batch=1."""
+    fields = {
+        "producerGroup": PRODUCER_GROUP,
+        "topic": topic,
+        "defaultTopic": "TBW102",
+        "defaultTopicQueueNums": "4",
+        "queueId": str(queue_id),
+        "sysFlag": "0",
+        "bornTimestamp": BORN_SLOT.decode(),
+        "flag": "0",
+        "properties": "" if batch else send_properties(UNIQ_SLOT).decode(),
+        "reconsumeTimes": "0",
+        "unitMode": "0",
+        "batch": "1" if batch else "0",
+    }
+    cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE, fields, body)
+    cmd.language = "CPP"
+    cmd.opaque = int(OPAQUE_SLOT)
+    slots = [OPAQUE_SLOT, BORN_SLOT] + ([] if batch else [UNIQ_SLOT, STAMP_SLOT])
+    return FrameTemplate(encode(cmd), slots)
+
+
+def batch_bodies(count: int, size: int) -> list[bytes]:
+    """``count`` distinct batch bodies of ``size`` items each (distinct UNIQ_KEYs)."""
+    body = b"q" * BODY_BYTES
+    out = []
+    for b in range(count):
+        items = [(body, send_properties(b"%016X" % (b * size + i)), 0) for i in range(size)]
+        out.append(encode_batch(items))  # type: ignore[arg-type]
+    return out
+
+
+def pull_frame(topic: str, queue_id: int, offset: int, opaque: int, *, suspend_ms: int = 0) -> bytes:
+    """PULL_MESSAGE (code 11) with its own subscription ("*"), optionally long-polling."""
+    sys_flag = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms else 0)
+    fields = {
+        "consumerGroup": CONSUMER_GROUP,
+        "topic": topic,
+        "queueId": str(queue_id),
+        "queueOffset": str(offset),
+        "maxMsgNums": str(PULL_BATCH),
+        "sysFlag": str(sys_flag),
+        "commitOffset": "0",
+        "suspendTimeoutMillis": str(suspend_ms or 1000),
+        "subscription": "*",
+        "subVersion": "0",
+    }
+    cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, fields)
+    cmd.language = "CPP"
+    cmd.opaque = opaque
+    return encode(cmd)
+
+
+def count_records(body: bytes) -> int:
+    """How many records a FOUND pull body holds (walking their TOTALSIZE fields)."""
+    count = pos = 0
+    size = len(body)
+    unpack = struct.Struct(">i").unpack_from
+    while pos + 4 <= size:
+        (total,) = unpack(body, pos)
+        if total <= 0:
+            break
+        pos += total
+        count += 1
+    return count
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    """The value at ``fraction`` of a sorted list (0 for an empty one)."""
+    if not sorted_values:
+        return 0.0
+    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * fraction))]
+
+
+# -- load generator (child process) -----------------------------------------------------
+
+
+@dataclass
+class Window:
+    """The measuring window: answers between ``start`` and ``end`` (perf_counter) count."""
+
+    start: float
+    end: float
+    messages: int = 0
+    requests: int = 0
+    errors: int = 0
+    first_error: str = ""
+    latencies: list[float] = field(default_factory=list)
+
+    def record(self, sent: float, now: float, count: int, cmd: RemotingCommand) -> None:
+        """Count one answered request sent inside the window (the drain after it too)."""
+        if cmd.code != ResponseCode.SUCCESS:
+            self.errors += 1
+            self.first_error = self.first_error or f"code {cmd.code}: {cmd.remark}"
+            return
+        if self.start <= now <= self.end:
+            self.messages += count
+            self.requests += 1
+            self.latencies.append(now - sent)
+
+    def summary(self) -> dict[str, Any]:
+        lat = sorted(self.latencies)
+        elapsed = self.end - self.start
+        return {
+            "messages": self.messages,
+            "requests": self.requests,
+            "elapsed_s": round(elapsed, 3),
+            "msgs_per_s": round(self.messages / elapsed) if elapsed > 0 else 0,
+            "p50_ms": round(percentile(lat, 0.50) * 1000, 3),
+            "p99_ms": round(percentile(lat, 0.99) * 1000, 3),
+            "max_ms": round(lat[-1] * 1000, 3) if lat else 0.0,
+            "errors": self.errors,
+            "first_error": self.first_error,
+        }
+
+
+class SendSource:
+    """Builds the next SEND_MESSAGE frame: queues round-robin, fresh UNIQ_KEY and stamps."""
+
+    def __init__(self, topic: str, batch: int) -> None:
+        self.batch = batch
+        self.counter = 0
+        if batch > 1:
+            self.bodies = batch_bodies(64, batch)
+            self.templates = [send_template(topic, q, batch=True, body=self.bodies[0]) for q in range(QUEUES)]
+        else:
+            body = STAMP_SLOT + b"q" * (BODY_BYTES - len(STAMP_SLOT))
+            self.templates = [send_template(topic, q, batch=False, body=body) for q in range(QUEUES)]
+
+    def frame(self, opaque: int) -> bytes:
+        n = self.counter
+        self.counter = n + 1
+        template = self.templates[n % QUEUES]
+        born = b"%013d" % (time.time_ns() // 1_000_000)
+        if self.batch > 1:
+            # The template's body is bodies[0]; every body has the same length.
+            frame = template.fill([b"%010d" % opaque, born])
+            return frame[: len(frame) - len(self.bodies[0])] + self.bodies[n % len(self.bodies)]
+        stamp = struct.pack(">q", time.perf_counter_ns())
+        return template.fill([b"%010d" % opaque, born, b"%016X" % n, stamp])
+
+
+class SendConnection(asyncio.Protocol):
+    """One producer connection: writes frames, matches answers by opaque, keeps its window full."""
+
+    def __init__(self, source: SendSource, window: Window, refill: bool) -> None:
+        self.source = source
+        self.window = window
+        self.refill = refill  # window mode: each answer sends the next request
+        self.stopped = False
+        self.inflight: dict[int, float] = {}
+        self._opaque = OPAQUE_BASE
+        self._decoder = FrameDecoder()
+        self._transport: asyncio.Transport | None = None
+        self.lost = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+    def send(self, count: int) -> None:
+        """Write ``count`` new requests in one write."""
+        if self._transport is None or count <= 0 or self.stopped:
+            return
+        frames = []
+        now = time.perf_counter()
+        for _ in range(count):
+            self._opaque += 1
+            frames.append(self.source.frame(self._opaque))
+            self.inflight[self._opaque] = now
+        self._transport.write(b"".join(frames))
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        answered = 0
+        for cmd in self._decoder.feed(data):
+            sent = self.inflight.pop(cmd.opaque, None)
+            if sent is not None:
+                self.window.record(sent, now, self.source.batch, cmd)
+                answered += 1
+        if self.refill and now < self.window.end:
+            self.send(answered)
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+
+async def open_connections(addr: str, count: int, factory: Callable[[], asyncio.Protocol]) -> list[Any]:
+    host, port = addr.rsplit(":", 1)
+    loop = asyncio.get_running_loop()
+    conns = []
+    for _ in range(count):
+        _, conn = await loop.create_connection(factory, host, int(port))
+        conns.append(conn)
+    return conns
+
+
+async def drain(conns: list[SendConnection], timeout: float) -> None:
+    """Wait (bounded) for every outstanding request to be answered."""
+    deadline = time.perf_counter() + timeout
+    while any(c.inflight for c in conns) and time.perf_counter() < deadline:
+        await asyncio.sleep(0.01)
+
+
+async def run_ingest(spec: dict[str, Any]) -> dict[str, Any]:
+    """Window mode: ``connections`` x ``window`` requests outstanding until the window ends."""
+    start = time.perf_counter() + spec["warmup_s"]
+    window = Window(start, start + spec["measure_s"])
+    source = SendSource(spec["topic"], spec["batch"])
+    conns: list[SendConnection] = await open_connections(
+        spec["addr"], spec["connections"], lambda: SendConnection(source, window, refill=True)
+    )
+    for conn in conns:
+        conn.send(spec["window"])
+    await asyncio.sleep(max(0.0, window.end - time.perf_counter()))
+    await drain(conns, 10.0)
+    for conn in conns:
+        conn.close()
+    return {**window.summary(), "sent_total": source.counter * spec["batch"]}
+
+
+async def pace(conns: list[SendConnection], rate: float, until: float) -> int:
+    """Send single messages at ``rate`` per second, spread over ``conns``, until ``until``."""
+    begun = time.perf_counter()
+    sent = 0
+    turn = 0
+    # Ticks of 1 ms (uvloop's timer resolution: shorter sleeps return at once), so about
+    # rate / 1000 messages go out together each tick.
+    max_iterations = int((until - begun) * 1000) + 100
+    for _ in range(max_iterations):
+        now = time.perf_counter()
+        if now >= until:
+            break
+        due = int((now - begun) * rate) - sent
+        if due > 0:
+            conns[turn % len(conns)].send(due)
+            turn += 1
+            sent += due
+        await asyncio.sleep(0.001)
+    return sent
+
+
+@dataclass
+class PullState:
+    """One queue being pulled: where it is and where it stops (None: follow new messages)."""
+
+    queue_id: int
+    offset: int
+    end: int | None
+    done: bool = False
+
+
+class PullConnection(asyncio.Protocol):
+    """Pulls a set of queues over one connection, one pull in flight per queue.
+
+    ``on_body(queue_state, body)`` gets every FOUND body; a queue is done once its offset
+    reaches its ``end`` or ``stop()`` is called.
+    """
+
+    def __init__(
+        self, topic: str, states: list[PullState], on_body: Callable[[bytes], None], suspend_ms: int
+    ) -> None:
+        self.topic = topic
+        self.states = states
+        self.on_body = on_body
+        self.suspend_ms = suspend_ms
+        self.stopping = False
+        self.pulls = 0
+        self.errors = 0
+        self.first_error = ""
+        self._by_opaque: dict[int, PullState] = {}
+        self._opaque = 0
+        self._decoder = FrameDecoder()
+        self._transport: asyncio.Transport | None = None
+        self.finished = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.finished.done():
+            self.finished.set_result(None)
+
+    def start(self) -> None:
+        for state in self.states:
+            self._pull(state)
+
+    def _pull(self, state: PullState) -> None:
+        if state.end is not None and state.offset >= state.end or self.stopping:
+            state.done = True
+            if all(s.done for s in self.states) and not self.finished.done():
+                self.finished.set_result(None)
+            return
+        assert self._transport is not None
+        self._opaque += 1
+        self._by_opaque[self._opaque] = state
+        self.pulls += 1
+        self._transport.write(
+            pull_frame(self.topic, state.queue_id, state.offset, self._opaque, suspend_ms=self.suspend_ms)
+        )
+
+    def data_received(self, data: bytes) -> None:
+        for cmd in self._decoder.feed(data):
+            state = self._by_opaque.pop(cmd.opaque, None)
+            if state is None:
+                continue
+            if cmd.code == ResponseCode.SUCCESS:
+                self.on_body(cmd.body)
+            elif cmd.code not in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
+                self.errors += 1
+                self.first_error = self.first_error or f"code {cmd.code}: {cmd.remark}"
+                state.done = True
+                continue
+            state.offset = int(cmd.ext_fields.get("nextBeginOffset", state.offset))
+            self._pull(state)
+
+    def stop(self) -> None:
+        """Pull no more (pulls in flight are left to the broker's suspend timeout)."""
+        self.stopping = True
+        if self._transport is not None:
+            self._transport.close()
+
+
+async def run_catchup(spec: dict[str, Any]) -> dict[str, Any]:
+    """Pull every queue from ``starts`` to ``ends`` as fast as one pull per queue allows."""
+    received = [0]
+
+    def on_body(body: bytes) -> None:
+        received[0] += count_records(body)
+
+    states = [PullState(q, spec["starts"][q], spec["ends"][q]) for q in range(QUEUES)]
+    expected = sum(s.end - s.offset for s in states if s.end is not None)
+    groups = [states[i :: spec["connections"]] for i in range(spec["connections"])]
+    conns = []
+    for group in groups:
+        conns += await open_connections(
+            spec["addr"], 1, lambda g=group: PullConnection(spec["topic"], g, on_body, 0)
+        )
+    started = time.perf_counter()
+    for conn in conns:
+        conn.start()
+    done, _ = await asyncio.wait([c.finished for c in conns], timeout=spec["timeout_s"])
+    elapsed = time.perf_counter() - started
+    for conn in conns:
+        conn.stop()
+    return {
+        "messages": received[0],
+        "expected": expected,
+        "pulls": sum(c.pulls for c in conns),
+        "elapsed_s": round(elapsed, 3),
+        "msgs_per_s": round(received[0] / elapsed) if elapsed > 0 else 0,
+        "complete": len(done) == len(conns) and received[0] >= expected,
+        "errors": sum(c.errors for c in conns),
+        "first_error": next((c.first_error for c in conns if c.first_error), ""),
+    }
+
+
+async def run_e2e(spec: dict[str, Any]) -> dict[str, Any]:
+    """Paced single sends with a long-polling consumer: send and end-to-end latency."""
+    start = time.perf_counter() + spec["warmup_s"]
+    window = Window(start, start + spec["measure_s"])
+    e2e: list[float] = []
+    store_to_receive: list[float] = []
+    received = [0]
+
+    def on_body(body: bytes) -> None:
+        now_ns = time.perf_counter_ns()
+        wall_ms = time.time_ns() / 1e6
+        pos = 0
+        while pos < len(body):
+            msg = decode_record(body, pos)
+            pos += msg.store_size
+            received[0] += 1
+            (sent_ns,) = struct.unpack_from(">q", msg.body)
+            if window.start <= sent_ns / 1e9 <= window.end:
+                e2e.append((now_ns - sent_ns) / 1e6)
+                store_to_receive.append(wall_ms - msg.store_timestamp)
+
+    states = [PullState(q, spec["starts"][q], None) for q in range(QUEUES)]
+    (consumer,) = await open_connections(
+        spec["addr"], 1, lambda: PullConnection(spec["topic"], states, on_body, spec["suspend_ms"])
+    )
+    consumer.start()
+    source = SendSource(spec["topic"], 1)
+    conns: list[SendConnection] = await open_connections(
+        spec["addr"], spec["connections"], lambda: SendConnection(source, window, refill=False)
+    )
+    sent = await pace(conns, spec["rate"], window.end)
+    await drain(conns, 10.0)
+    for _ in range(200):  # up to 2 s for the last messages to reach the consumer
+        if received[0] >= sent:
+            break
+        await asyncio.sleep(0.01)
+    consumer.stop()
+    for conn in conns:
+        conn.close()
+    e2e.sort()
+    store_to_receive.sort()
+    return {
+        "send": window.summary(),
+        "sent": sent,
+        "received": received[0],
+        "rate": spec["rate"],
+        "e2e_p50_ms": round(percentile(e2e, 0.50), 3),
+        "e2e_p99_ms": round(percentile(e2e, 0.99), 3),
+        "e2e_max_ms": round(e2e[-1], 3) if e2e else 0.0,
+        "store_to_receive_p50_ms": round(percentile(store_to_receive, 0.50), 1),
+        "store_to_receive_p99_ms": round(percentile(store_to_receive, 0.99), 1),
+        "consumer_errors": consumer.errors,
+    }
+
+
+def loadgen_main(spec: dict[str, Any]) -> None:
+    """Child process: run one load and print its result as one JSON line."""
+    import uvloop
+
+    runs = {"ingest": run_ingest, "catchup": run_catchup, "e2e": run_e2e}
+    gc.collect()
+    gc.freeze()
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        result = runner.run(runs[spec["kind"]](spec))
+    print(json.dumps(result), flush=True)
+
+
+# -- echo server (child process) ----------------------------------------------------------
+
+
+def echo_pull_body() -> bytes:
+    """32 records shaped like the benchmark's stored messages (what a broker pull returns)."""
+    body = b"q" * BODY_BYTES
+    records = []
+    for i in range(PULL_BATCH):
+        msg = MessageInner(
+            TOPIC,
+            0,
+            body,
+            properties_raw=send_properties(b"%016X" % i),
+            born_host="127.0.0.1:50000",
+        )
+        records.append(bytes(msg.encode(encode_host("127.0.0.1:10911"))))
+    return b"".join(records)
+
+
+def echo_as_nameserver(server: Any) -> None:
+    """Let the echo server be its own nameserver: routes for TOPIC point at itself.
+
+    So the official client can send to it as to a broker (heartbeats and other requests
+    are simply acknowledged).
+    """
+    from broker_core.namesrv.processors import NamesrvProcessor
+    from broker_core.namesrv.routeinfo import RouteInfoManager
+    from broker_core.store.configfile import DataVersion
+
+    routes = RouteInfoManager(clock_ms=lambda: time.time_ns() // 1_000_000)
+    topic = {"readQueueNums": QUEUES, "writeQueueNums": QUEUES, "perm": 6}
+    routes.register_broker(
+        "EchoCluster", server.address, "echo", 0, "", DataVersion(0, 0), {TOPIC: topic}, [], None
+    )
+    names = NamesrvProcessor(routes)
+    server.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, names.get_route)
+    server.register_default(lambda request, conn: request.response(ResponseCode.SUCCESS))
+
+
+def echo_main() -> None:
+    """Child process: a RemotingServer that answers sends and pulls at once, storing nothing.
+
+    Its answers have the broker's shape (a send's msgId/queueId/queueOffset fields, one
+    msgId per batch item; a pull's 32 records and offsets), so the broker/echo ratio is
+    what storing costs over the same remoting layer.
+    """
+    import uvloop
+
+    from broker_core.remoting.server import RemotingServer
+
+    msg_id = "7F0000010000" + "0" * 20
+    pull_body = echo_pull_body()
+
+    def on_send(request: RemotingCommand, conn: Any) -> RemotingCommand:
+        batch = request.ext_fields.get("batch") in ("1", "true")
+        return request.response(
+            ResponseCode.SUCCESS,
+            None,
+            ext_fields={
+                "msgId": ",".join([msg_id] * BATCH) if batch else msg_id,
+                "queueId": request.ext_fields.get("queueId", "0"),
+                "queueOffset": "0",
+                "MSG_REGION": "DefaultRegion",
+                "TRACE_ON": "true",
+            },
+        )
+
+    def on_pull(request: RemotingCommand, conn: Any) -> RemotingCommand:
+        offset = int(request.ext_fields.get("queueOffset") or 0)
+        return request.response(
+            ResponseCode.SUCCESS,
+            None,
+            ext_fields={
+                "suggestWhichBrokerId": "0",
+                "nextBeginOffset": str(offset + PULL_BATCH),
+                "minOffset": "0",
+                "maxOffset": str(offset + PULL_BATCH),
+            },
+            body=pull_body,
+        )
+
+    async def serve() -> None:
+        server = RemotingServer("127.0.0.1", 0)
+        server.register(RequestCode.SEND_MESSAGE, on_send)
+        server.register(RequestCode.PULL_MESSAGE, on_pull)
+        await server.start()
+        echo_as_nameserver(server)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        print(f"listening on {server.address}", flush=True)
+        await stop.wait()
+        await server.close()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(serve())
+
+
+# -- official client (child process) ------------------------------------------------------
+
+
+def official_main(spec: dict[str, Any]) -> None:
+    """Child process: ``threads`` official producers' threads sending until the window ends.
+
+    One Producer (as an application has), ``threads`` threads each calling ``send_sync``
+    (or ``send_batch`` of ``batch`` messages) in a loop.  Exits with ``os._exit``: the
+    client's destructors can hang.
+    """
+    from rocketmq.client import Message, Producer
+
+    producer = Producer(PRODUCER_GROUP + "Official", timeout=3000)
+    producer.set_namesrv_addr(spec["namesrv"])
+    producer.start()
+    body = b"q" * BODY_BYTES
+    batch = spec["batch"]
+
+    def new_message(n: int) -> Message:
+        msg = Message(spec["topic"])
+        msg.set_tags("TagA")
+        msg.set_body(body)
+        return msg
+
+    for _ in range(50):  # routes fetched, connection open (the route may take a moment)
+        try:
+            if int(producer.send_sync(new_message(0)).status) == 0:
+                break
+        except Exception:
+            time.sleep(0.1)
+    start = time.perf_counter() + spec["warmup_s"]
+    window = Window(start, start + spec["measure_s"])
+    lock = threading.Lock()
+
+    def worker() -> None:
+        latencies: list[float] = []
+        messages = errors = 0
+        first_error = ""
+        for n in range(10_000_000):
+            t0 = time.perf_counter()
+            if t0 >= window.end:
+                break
+            try:
+                if batch > 1:
+                    result = producer.send_batch([new_message(n) for _ in range(batch)])
+                else:
+                    result = producer.send_sync(new_message(n))
+                failed = int(result.status) != 0
+            except Exception as exc:  # the client raises on timeouts and broker errors
+                failed, first_error = True, first_error or str(exc)[:200]
+            t1 = time.perf_counter()
+            if failed:
+                errors += 1
+            elif window.start <= t1 <= window.end:
+                messages += batch
+                latencies.append(t1 - t0)
+        with lock:
+            window.messages += messages
+            window.requests += len(latencies)
+            window.errors += errors
+            window.first_error = window.first_error or first_error
+            window.latencies.extend(latencies)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(spec["threads"])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=spec["warmup_s"] + spec["measure_s"] + 20)
+    print(json.dumps({**window.summary(), "threads": spec["threads"], "batch": batch}), flush=True)
+    os._exit(0)
+
+
+# -- the parent: processes, phases, report ------------------------------------------------
+
+
+@dataclass
+class Server:
+    """A server child process and the address it printed."""
+
+    proc: subprocess.Popen[bytes]
+    addr: str
+    name: str
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def start_server(cmd: list[str], name: str, log_path: Path, timeout: float = 30.0) -> Server:
+    """Start ``cmd``; wait (bounded) for its ``listening on HOST:PORT`` line."""
+    log = log_path.open("wb")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, cwd=log_path.parent)
+    lines: queue.Queue[bytes] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []], daemon=True).start()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=0.2).decode(errors="replace").strip()
+        except queue.Empty:
+            if proc.poll() is not None:
+                break
+            continue
+        if line.startswith("listening on "):
+            return Server(proc, line.removeprefix("listening on ").strip(), name)
+    proc.kill()
+    raise SystemExit(f"{name} did not start: see {log_path}")
+
+
+def start_cluster(work: Path, broker_prefix: list[str]) -> tuple[Server, Server]:
+    """A nameserver and an ASYNC_FLUSH broker, each its own ``python -m broker_core`` process."""
+    (work / "namesrv.conf").write_text("listenPort = 0\n")
+    namesrv = start_server(
+        [sys.executable, "-m", "broker_core", "namesrv", "-c", str(work / "namesrv.conf")],
+        "nameserver",
+        work / "namesrv.log",
+    )
+    conf = {
+        "brokerClusterName": "BenchCluster",
+        "brokerName": "bench-broker",
+        "brokerId": "0",
+        "brokerIP1": "127.0.0.1",
+        "listenPort": "0",
+        "namesrvAddr": namesrv.addr,
+        "storePathRootDir": str(work / "store"),
+        "flushDiskType": "ASYNC_FLUSH",
+        "autoCreateTopicEnable": "false",
+        "aclEnable": "false",
+        "standaloneMaintenance": "false",
+    }
+    (work / "broker.conf").write_text("".join(f"{k} = {v}\n" for k, v in conf.items()))
+    broker = start_server(
+        [*broker_prefix, sys.executable, "-m", "broker_core", "broker", "-c", str(work / "broker.conf")],
+        "broker",
+        work / "broker.log",
+        timeout=60.0,
+    )
+    return namesrv, broker
+
+
+async def admin(addr: str, code: int, fields: dict[str, str]) -> RemotingCommand:
+    """One request over the protocol (topic creation, offset queries)."""
+    from broker_core.remoting.client import RemotingClient
+
+    client = RemotingClient()
+    try:
+        return await client.invoke(addr, RemotingCommand.request(code, fields), timeout=10.0)
+    finally:
+        await client.close()
+
+
+def create_topic(addr: str, topic: str) -> None:
+    """UPDATE_AND_CREATE_TOPIC (17) with ``QUEUES`` read and write queues."""
+    fields = {"topic": topic, "readQueueNums": str(QUEUES), "writeQueueNums": str(QUEUES), "perm": "6"}
+    response = asyncio.run(admin(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, fields))
+    if response.code != ResponseCode.SUCCESS:
+        raise SystemExit(f"cannot create {topic}: {response.remark}")
+
+
+def max_offsets(addr: str, topic: str) -> list[int]:
+    """GET_MAX_OFFSET (30) of every queue of ``topic``."""
+
+    async def query() -> list[int]:
+        out = []
+        for q in range(QUEUES):
+            r = await admin(addr, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(q)})
+            out.append(int(r.ext_fields.get("offset", "0")))
+        return out
+
+    return asyncio.run(query())
+
+
+def run_child(args: list[str], timeout: float, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run this file as a child with a hard timeout; return its last JSON line."""
+    try:
+        done = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), *args],
+            capture_output=True,
+            timeout=timeout,
+            env=env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"failed": f"timed out after {timeout:.0f} s"}
+    lines = [line for line in done.stdout.decode(errors="replace").splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        return {"failed": f"exit {done.returncode}: {done.stderr.decode(errors='replace')[-800:]}"}
+    return json.loads(lines[-1])
+
+
+def loadgen(spec: dict[str, Any]) -> dict[str, Any]:
+    budget = spec.get("warmup_s", 0) + spec.get("measure_s", 0) + spec.get("timeout_s", 0) + 30
+    return run_child(["--role", "loadgen", json.dumps(spec)], timeout=budget)
+
+
+def store_ceiling(work: Path, single_n: int, batch_n: int) -> dict[str, float]:
+    """The store's own append rate, in this process (bench/store.py's method, smaller runs)."""
+    sys.path.insert(0, str(HERE))
+    import store as store_bench  # bench/store.py
+
+    directory = work / "ceiling"
+    store = store_bench.open_store(directory)
+    try:
+        store_bench.warm_up(store)
+        msgs = store_bench.make_messages(single_n)
+        store_bench.settle_gc()
+        started = time.perf_counter()
+        for msg in msgs:
+            store.put_message(msg)
+        single = single_n / (time.perf_counter() - started)
+        del msgs
+        gc.unfreeze()
+        batches = store_bench.make_batches(batch_n, BATCH)
+        store_bench.settle_gc()
+        started = time.perf_counter()
+        for encoded in batches:
+            store.put_messages(encoded)
+        batched = batch_n / (time.perf_counter() - started)
+        del batches
+        gc.unfreeze()
+    finally:
+        store.close()
+        shutil.rmtree(directory, ignore_errors=True)
+    return {"single": single, "batch": batched}
+
+
+def official(
+    namesrv: str, home: Path, threads: int, batch: int, warmup: float, measure: float
+) -> dict[str, Any]:
+    """The official client in a child process (HOME: a temp dir, for its logs)."""
+    home.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT)}
+    spec = {
+        "namesrv": namesrv,
+        "topic": TOPIC,
+        "threads": threads,
+        "batch": batch,
+        "warmup_s": warmup,
+        "measure_s": measure,
+    }
+    return run_child(["--role", "official", json.dumps(spec)], timeout=warmup + measure + 60, env=env)
+
+
+@dataclass
+class Settings:
+    """Durations and load shapes of one run."""
+
+    warmup_s: float = 1.0
+    measure_s: float = 3.0
+    connections: int = 4
+    single_window: int = 32
+    batch_window: int = 4
+    official_threads: int = 8
+    e2e_rate: int = 5_000
+    e2e_measure_s: float = 5.0
+    catchup_max: int = 400_000
+    ceiling_single: int = 100_000
+    ceiling_batch: int = 200_000
+
+    @classmethod
+    def quick(cls) -> Settings:
+        return cls(
+            warmup_s=0.5,
+            measure_s=1.0,
+            e2e_measure_s=2.0,
+            catchup_max=50_000,
+            ceiling_single=20_000,
+            ceiling_batch=40_000,
+        )
+
+
+def ingest_spec(addr: str, s: Settings, batch: int) -> dict[str, Any]:
+    return {
+        "kind": "ingest",
+        "addr": addr,
+        "topic": TOPIC,
+        "batch": batch,
+        "connections": s.connections,
+        "window": s.single_window if batch == 1 else s.batch_window,
+        "warmup_s": s.warmup_s,
+        "measure_s": s.measure_s,
+    }
+
+
+def catchup_ends(starts: list[int], ends: list[int], cap: int) -> list[int]:
+    """Per-queue end offsets covering at most ``cap`` messages in all."""
+    per_queue = cap // len(ends)
+    return [min(end, start + per_queue) for start, end in zip(starts, ends, strict=True)]
+
+
+def fmt_ingest(label: str, broker: dict[str, Any], echo: dict[str, Any] | None, ceiling: float | None) -> str:
+    if "failed" in broker:
+        return f"{label}: FAILED {broker['failed']}"
+    line = (
+        f"{label}: {broker['msgs_per_s']:>9,} msgs/s  latency p50 {broker['p50_ms']:.2f} ms "
+        f"p99 {broker['p99_ms']:.2f} ms"
+    )
+    if echo and "failed" not in echo and echo["msgs_per_s"]:
+        line += f"  | echo {echo['msgs_per_s']:,}/s ({broker['msgs_per_s'] / echo['msgs_per_s']:.0%})"
+    if ceiling:
+        line += f"  | store alone {ceiling:,.0f}/s ({broker['msgs_per_s'] / ceiling:.0%})"
+    if broker.get("errors"):
+        line += f"  [{broker['errors']} errors: {broker['first_error']}]"
+    return line
+
+
+PHASES = ("ceiling", "raw_single", "raw_batch", "official_single", "official_batch", "catchup", "e2e")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Start the servers, run the chosen phases, stop everything; return the figures."""
+    s = Settings.quick() if args.quick else Settings()
+    phases = set(args.only.split(",")) if args.only else set(PHASES)
+    work = Path(tempfile.mkdtemp(prefix="quiver-bench-broker-"))
+    servers: list[Server] = []
+    figures: dict[str, Any] = {}
+    try:
+        namesrv, broker = start_cluster(work, shlex.split(args.broker_prefix or ""))
+        servers += [broker, namesrv]
+        echo = start_server(
+            [sys.executable, str(Path(__file__).resolve()), "--role", "echo"], "echo", work / "echo.log"
+        )
+        servers.append(echo)
+        create_topic(broker.addr, TOPIC)
+        create_topic(broker.addr, E2E_TOPIC)
+        print(f"broker {broker.addr}, nameserver {namesrv.addr}, echo {echo.addr}; work dir {work}")
+        ceiling: dict[str, float] = {}
+        if "ceiling" in phases:
+            # Also gives the broker time to warm its first commit-log segment.
+            ceiling = store_ceiling(work, s.ceiling_single, s.ceiling_batch)
+            print(
+                f"store alone (this process): single {ceiling['single']:,.0f}/s, "
+                f"batch of 32 {ceiling['batch']:,.0f}/s"
+            )
+        for batch, phase in ((1, "raw_single"), (BATCH, "raw_batch")):
+            if phase not in phases:
+                continue
+            echo_r = loadgen(ingest_spec(echo.addr, s, batch))
+            broker_r = loadgen(ingest_spec(broker.addr, s, batch))
+            figures[phase] = {"broker": broker_r, "echo": echo_r}
+            label = "raw frames, single sends   " if batch == 1 else "raw frames, batches of 32  "
+            print(fmt_ingest(label, broker_r, echo_r, ceiling.get("single" if batch == 1 else "batch")))
+        for batch, phase in ((1, "official_single"), (BATCH, "official_batch")):
+            if phase not in phases:
+                continue
+            home = work / "home"
+            echo_r = official(echo.addr, home, s.official_threads, batch, s.warmup_s, s.measure_s)
+            result = official(namesrv.addr, home, s.official_threads, batch, s.warmup_s, s.measure_s)
+            figures[phase] = {"broker": result, "echo": echo_r}
+            label = f"official client, {s.official_threads} threads, " + (
+                "send_sync" if batch == 1 else "send_batch(32)"
+            )
+            print(fmt_ingest(label, result, echo_r, None))
+        if "catchup" in phases:
+            figures["catchup"] = catchup(broker.addr, echo.addr, s)
+        if "e2e" in phases:
+            figures["e2e"] = e2e(broker.addr, s)
+    finally:
+        for server in servers:
+            server.stop()
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return {"settings": s, "figures": figures, "ceiling": locals().get("ceiling", {})}
+
+
+def catchup(broker_addr: str, echo_addr: str, s: Settings) -> dict[str, Any]:
+    """Pull what the ingest phases stored (up to ``catchup_max``); the echo serves the same count."""
+    ends = max_offsets(broker_addr, TOPIC)
+    starts = [0] * QUEUES
+    ends = catchup_ends(starts, ends, s.catchup_max)
+    spec = {
+        "kind": "catchup",
+        "topic": TOPIC,
+        "connections": 2,
+        "starts": starts,
+        "ends": ends,
+        "timeout_s": 60,
+    }
+    broker_r = loadgen({**spec, "addr": broker_addr})
+    echo_r = loadgen({**spec, "addr": echo_addr})
+    if "failed" in broker_r:
+        print(f"consume catch-up: FAILED {broker_r['failed']}")
+    else:
+        line = (
+            f"consume catch-up ({broker_r['messages']:,} msgs, 32 per pull): "
+            f"{broker_r['msgs_per_s']:>9,} msgs/s"
+        )
+        if "failed" not in echo_r and echo_r["msgs_per_s"]:
+            line += (
+                f"  | echo {echo_r['msgs_per_s']:,}/s ({broker_r['msgs_per_s'] / echo_r['msgs_per_s']:.0%})"
+            )
+        if not broker_r["complete"]:
+            line += f"  [INCOMPLETE: {broker_r['messages']} of {broker_r['expected']}]"
+        print(line)
+    return {"broker": broker_r, "echo": echo_r}
+
+
+def e2e(broker_addr: str, s: Settings) -> dict[str, Any]:
+    """Paced sends at ``e2e_rate`` with a long-polling consumer on the same broker."""
+    spec = {
+        "kind": "e2e",
+        "addr": broker_addr,
+        "topic": E2E_TOPIC,
+        "rate": s.e2e_rate,
+        "connections": 2,
+        "suspend_ms": 5_000,
+        "starts": max_offsets(broker_addr, E2E_TOPIC),
+        "warmup_s": s.warmup_s,
+        "measure_s": s.e2e_measure_s,
+        "timeout_s": 15,
+    }
+    r = loadgen(spec)
+    if "failed" in r:
+        print(f"end-to-end at {s.e2e_rate:,} msgs/s: FAILED {r['failed']}")
+        return r
+    send = r["send"]
+    print(
+        f"at {s.e2e_rate:,} msgs/s paced: send latency p50 {send['p50_ms']:.2f} ms "
+        f"p99 {send['p99_ms']:.2f} ms "
+        f"(max {send['max_ms']:.1f}); send-to-receive p50 {r['e2e_p50_ms']:.2f} ms "
+        f"p99 {r['e2e_p99_ms']:.2f} ms; store-to-receive p50 {r['store_to_receive_p50_ms']:.0f} ms "
+        f"p99 {r['store_to_receive_p99_ms']:.0f} ms; received {r['received']:,} of {r['sent']:,}"
+    )
+    return r
+
+
+def summary_json(result: dict[str, Any]) -> dict[str, Any]:
+    """The one-line JSON of a run's figures."""
+    f = result["figures"]
+    out: dict[str, Any] = {"bench": "broker", "body_bytes": BODY_BYTES, "flush": "ASYNC_FLUSH"}
+    ceiling = result["ceiling"]
+    if ceiling:
+        out["store_single_msgs_s"] = round(ceiling["single"])
+        out["store_batch32_msgs_s"] = round(ceiling["batch"])
+    for phase, key in (("raw_single", "raw_single"), ("raw_batch", "raw_batch32")):
+        if phase in f and "failed" not in f[phase]["broker"]:
+            b, e = f[phase]["broker"], f[phase]["echo"]
+            out[f"{key}_msgs_s"] = b["msgs_per_s"]
+            out[f"{key}_p50_ms"] = b["p50_ms"]
+            out[f"{key}_p99_ms"] = b["p99_ms"]
+            out[f"{key}_errors"] = b["errors"]
+            if "failed" not in e:
+                out[f"echo_{key.removeprefix('raw_')}_msgs_s"] = e["msgs_per_s"]
+    for phase in ("official_single", "official_batch"):
+        if phase in f and "failed" not in f[phase]["broker"]:
+            key = phase.replace("batch", "batch32")
+            b, e = f[phase]["broker"], f[phase]["echo"]
+            out[f"{key}_msgs_s"] = b["msgs_per_s"]
+            out[f"{key}_p50_ms"] = b["p50_ms"]
+            out[f"{key}_p99_ms"] = b["p99_ms"]
+            out[f"{key}_errors"] = b["errors"]
+            if "failed" not in e:
+                out[f"echo_{key}_msgs_s"] = e["msgs_per_s"]
+    if "catchup" in f and "failed" not in f["catchup"]["broker"]:
+        out["catchup_msgs_s"] = f["catchup"]["broker"]["msgs_per_s"]
+        out["catchup_messages"] = f["catchup"]["broker"]["messages"]
+        if "failed" not in f["catchup"]["echo"]:
+            out["echo_catchup_msgs_s"] = f["catchup"]["echo"]["msgs_per_s"]
+    if "e2e" in f and "failed" not in f["e2e"]:
+        r = f["e2e"]
+        out["fixed_rate_msgs_s"] = r["rate"]
+        out["fixed_rate_send_p50_ms"] = r["send"]["p50_ms"]
+        out["fixed_rate_send_p99_ms"] = r["send"]["p99_ms"]
+        out["e2e_p50_ms"] = r["e2e_p50_ms"]
+        out["e2e_p99_ms"] = r["e2e_p99_ms"]
+        out["store_to_receive_p99_ms"] = r["store_to_receive_p99_ms"]
+    return out
+
+
+def targets(out: dict[str, Any]) -> list[str]:
+    """The issue's targets, each met, not met or not measured in this run."""
+    checks = [
+        ("single sends >= 20,000 msgs/s (raw frames)", "raw_single_msgs_s", lambda v: v >= 20_000),
+        ("batches of 32 >= 100,000 msgs/s (raw frames)", "raw_batch32_msgs_s", lambda v: v >= 100_000),
+        ("p99 send latency < 5 ms at 5,000 msgs/s", "fixed_rate_send_p99_ms", lambda v: 0 < v < 5),
+    ]
+    lines = []
+    for name, key, ok in checks:
+        verdict = "not measured" if key not in out else "met" if ok(out[key]) else "NOT met"
+        lines.append(f"target: {name}: {verdict}")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="shorter runs (a smoke test, not figures)")
+    parser.add_argument("--only", help=f"comma-separated phases out of {','.join(PHASES)}")
+    parser.add_argument("--broker-prefix", help="command put before the broker's (e.g. a profiler)")
+    parser.add_argument("--keep", action="store_true", help="keep the work dir (logs, store)")
+    parser.add_argument("--role", choices=("loadgen", "echo", "official"), help=argparse.SUPPRESS)
+    parser.add_argument("spec", nargs="?", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.role == "loadgen":
+        return loadgen_main(json.loads(args.spec))
+    if args.role == "echo":
+        return echo_main()
+    if args.role == "official":
+        return official_main(json.loads(args.spec))
+    print(f"quiver broker benchmark: 1 KiB messages, ASYNC_FLUSH, {os.cpu_count()} cores")
+    result = run(args)
+    out = summary_json(result)
+    for line in targets(out):
+        print(line)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
