@@ -87,6 +87,11 @@ def _int(fields: dict[str, str], name: str, default: int) -> int:
         raise SendError(ResponseCode.SYSTEM_ERROR, f"header field {name} is not a number: {raw!r}") from None
 
 
+# Codes whose header may use the V2 one-letter keys (SEND_MESSAGE too, when it has "b").
+_V2_CODES = frozenset({int(RequestCode.SEND_MESSAGE_V2), int(RequestCode.SEND_BATCH_MESSAGE)})
+_BATCH_CODE = int(RequestCode.SEND_BATCH_MESSAGE)
+
+
 @dataclass(slots=True)
 class SendHeader:
     producer_group: str
@@ -103,24 +108,50 @@ class SendHeader:
 
     @classmethod
     def parse(cls, request: RemotingCommand) -> SendHeader:
+        """Read the header from either spelling; a field that is no number is SYSTEM_ERROR.
+
+        Runs for every message: the numbers are converted in one go, and only when one
+        fails are they converted again field by field to name the culprit.
+        """
         fields = request.ext_fields
-        if request.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE) or "b" in fields:
+        code = request.code
+        if code in _V2_CODES or "b" in fields:
             fields = {V2_FIELDS.get(key, key): value for key, value in fields.items()}
-        topic = fields.get("topic")
+        get = fields.get
+        topic = get("topic")
         if not topic:
             raise SendError(ResponseCode.SYSTEM_ERROR, "the send request names no topic")
+        try:  # an absent or empty field takes its default, as in _int
+            numbers = (
+                int(get("defaultTopicQueueNums") or 4),
+                int(get("queueId") or -1),
+                int(get("sysFlag") or 0),
+                int(get("bornTimestamp") or 0),
+                int(get("flag") or 0),
+                int(get("reconsumeTimes") or 0),
+            )
+        except ValueError:
+            numbers = (
+                _int(fields, "defaultTopicQueueNums", 4),
+                _int(fields, "queueId", -1),
+                _int(fields, "sysFlag", 0),
+                _int(fields, "bornTimestamp", 0),
+                _int(fields, "flag", 0),
+                _int(fields, "reconsumeTimes", 0),
+            )
+        queue_nums, queue_id, sys_flag, born_timestamp, flag, reconsume_times = numbers
         return cls(
-            producer_group=fields.get("producerGroup", ""),
-            topic=topic,
-            default_topic=fields.get("defaultTopic") or "TBW102",
-            default_topic_queue_nums=_int(fields, "defaultTopicQueueNums", 4),
-            queue_id=_int(fields, "queueId", -1),
-            sys_flag=_int(fields, "sysFlag", 0),
-            born_timestamp=_int(fields, "bornTimestamp", 0),
-            flag=_int(fields, "flag", 0),
-            properties=fields.get("properties", ""),
-            reconsume_times=_int(fields, "reconsumeTimes", 0),
-            batch=request.code == RequestCode.SEND_BATCH_MESSAGE or _truthy(fields.get("batch")),
+            get("producerGroup", ""),
+            topic,
+            get("defaultTopic") or "TBW102",
+            queue_nums,
+            queue_id,
+            sys_flag,
+            born_timestamp,
+            flag,
+            get("properties", ""),
+            reconsume_times,
+            code == _BATCH_CODE or _truthy(get("batch")),
         )
 
 
