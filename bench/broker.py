@@ -42,6 +42,7 @@ import queue
 import shlex
 import shutil
 import signal
+import statistics
 import struct
 import subprocess
 import sys
@@ -220,14 +221,22 @@ class Window:
     messages: int = 0
     requests: int = 0
     errors: int = 0
+    warmup_errors: int = 0
     first_error: str = ""
     latencies: list[float] = field(default_factory=list)
 
-    def record(self, sent: float, now: float, count: int, cmd: RemotingCommand) -> None:
-        """Count one answered request sent inside the window (the drain after it too)."""
-        if cmd.code != ResponseCode.SUCCESS:
+    def error(self, now: float, text: str) -> None:
+        """Count a failed request: in the window (or after it), or during the warm-up."""
+        if now < self.start:
+            self.warmup_errors += 1
+        else:
             self.errors += 1
-            self.first_error = self.first_error or f"code {cmd.code}: {cmd.remark}"
+        self.first_error = self.first_error or text
+
+    def record(self, sent: float, now: float, count: int, cmd: RemotingCommand) -> None:
+        """Count one request answered inside the window."""
+        if cmd.code != ResponseCode.SUCCESS:
+            self.error(now, f"code {cmd.code}: {cmd.remark}")
             return
         if self.start <= now <= self.end:
             self.messages += count
@@ -246,6 +255,7 @@ class Window:
             "p99_ms": round(percentile(lat, 0.99) * 1000, 3),
             "max_ms": round(lat[-1] * 1000, 3) if lat else 0.0,
             "errors": self.errors,
+            "warmup_errors": self.warmup_errors,
             "first_error": self.first_error,
         }
 
@@ -696,9 +706,7 @@ def official_main(spec: dict[str, Any]) -> None:
     lock = threading.Lock()
 
     def worker() -> None:
-        latencies: list[float] = []
-        messages = errors = 0
-        first_error = ""
+        own = Window(window.start, window.end)  # merged under the lock at the end
         for n in range(10_000_000):
             t0 = time.perf_counter()
             if t0 >= window.end:
@@ -708,21 +716,23 @@ def official_main(spec: dict[str, Any]) -> None:
                     result = producer.send_batch([new_message(n) for _ in range(batch)])
                 else:
                     result = producer.send_sync(new_message(n))
-                failed = int(result.status) != 0
+                error = "" if int(result.status) == 0 else f"status {int(result.status)}"
             except Exception as exc:  # the client raises on timeouts and broker errors
-                failed, first_error = True, first_error or str(exc)[:200]
+                error = str(exc)[:200] or type(exc).__name__
             t1 = time.perf_counter()
-            if failed:
-                errors += 1
+            if error:
+                own.error(t1, error)
             elif window.start <= t1 <= window.end:
-                messages += batch
-                latencies.append(t1 - t0)
+                own.messages += batch
+                own.requests += 1
+                own.latencies.append(t1 - t0)
         with lock:
-            window.messages += messages
-            window.requests += len(latencies)
-            window.errors += errors
-            window.first_error = window.first_error or first_error
-            window.latencies.extend(latencies)
+            window.messages += own.messages
+            window.requests += own.requests
+            window.errors += own.errors
+            window.warmup_errors += own.warmup_errors
+            window.first_error = window.first_error or own.first_error
+            window.latencies.extend(own.latencies)
 
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(spec["threads"])]
     for thread in threads:
@@ -860,35 +870,23 @@ def loadgen(spec: dict[str, Any]) -> dict[str, Any]:
     return run_child(["--role", "loadgen", json.dumps(spec)], timeout=budget)
 
 
-def store_ceiling(work: Path, single_n: int, batch_n: int) -> dict[str, float]:
-    """The store's own append rate, in this process (bench/store.py's method, smaller runs)."""
+def store_ceiling(work: Path, single_n: int, batch_n: int, repeat: int) -> dict[str, float]:
+    """The store's own append rates in this process: bench/store.py's method, median of runs.
+
+    Each run opens a fresh store (first segment warm, one batch per queue written first),
+    appends pre-built messages one at a time or pre-encoded batches of 32, and times it.
+    """
     sys.path.insert(0, str(HERE))
     import store as store_bench  # bench/store.py
 
     directory = work / "ceiling"
-    store = store_bench.open_store(directory)
     try:
-        store_bench.warm_up(store)
-        msgs = store_bench.make_messages(single_n)
-        store_bench.settle_gc()
-        started = time.perf_counter()
-        for msg in msgs:
-            store.put_message(msg)
-        single = single_n / (time.perf_counter() - started)
-        del msgs
-        gc.unfreeze()
-        batches = store_bench.make_batches(batch_n, BATCH)
-        store_bench.settle_gc()
-        started = time.perf_counter()
-        for encoded in batches:
-            store.put_messages(encoded)
-        batched = batch_n / (time.perf_counter() - started)
-        del batches
-        gc.unfreeze()
+        single = [store_bench.bench_append(directory, single_n, 1)["append_per_s"] for _ in range(repeat)]
+        batch = [store_bench.bench_append(directory, batch_n, BATCH)["append_per_s"] for _ in range(repeat)]
     finally:
-        store.close()
+        gc.unfreeze()
         shutil.rmtree(directory, ignore_errors=True)
-    return {"single": single, "batch": batched}
+    return {"single": statistics.median(single), "batch": statistics.median(batch)}
 
 
 def official(
@@ -917,12 +915,13 @@ class Settings:
     connections: int = 4
     single_window: int = 32
     batch_window: int = 4
-    official_threads: int = 8
+    official_threads: int = 16
     e2e_rate: int = 5_000
     e2e_measure_s: float = 5.0
     catchup_max: int = 400_000
     ceiling_single: int = 100_000
     ceiling_batch: int = 200_000
+    ceiling_repeat: int = 3
 
     @classmethod
     def quick(cls) -> Settings:
@@ -933,6 +932,7 @@ class Settings:
             catchup_max=50_000,
             ceiling_single=20_000,
             ceiling_batch=40_000,
+            ceiling_repeat=1,
         )
 
 
@@ -966,22 +966,43 @@ def fmt_ingest(label: str, broker: dict[str, Any], echo: dict[str, Any] | None, 
         line += f"  | echo {echo['msgs_per_s']:,}/s ({broker['msgs_per_s'] / echo['msgs_per_s']:.0%})"
     if ceiling:
         line += f"  | store alone {ceiling:,.0f}/s ({broker['msgs_per_s'] / ceiling:.0%})"
-    if broker.get("errors"):
-        line += f"  [{broker['errors']} errors: {broker['first_error']}]"
+    if broker.get("errors") or broker.get("warmup_errors"):
+        line += (
+            f"  [{broker['errors']} errors, {broker.get('warmup_errors', 0)} during warm-up: "
+            f"{broker['first_error'][:90]}]"
+        )
     return line
 
 
-PHASES = ("ceiling", "raw_single", "raw_batch", "official_single", "official_batch", "catchup", "e2e")
+PHASES = (
+    "ceiling",
+    "one_at_a_time",
+    "raw_single",
+    "raw_batch",
+    "official_single",
+    "official_batch",
+    "catchup",
+    "e2e",
+)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Start the servers, run the chosen phases, stop everything; return the figures."""
+    """Measure the store alone, then start the servers and run the chosen phases."""
     s = Settings.quick() if args.quick else Settings()
     phases = set(args.only.split(",")) if args.only else set(PHASES)
     work = Path(tempfile.mkdtemp(prefix="quiver-bench-broker-"))
+    result: dict[str, Any] = {"settings": s, "figures": {}, "ceiling": {}}
     servers: list[Server] = []
-    figures: dict[str, Any] = {}
     try:
+        if "ceiling" in phases:
+            # First, alone: the broker's own start-up work must not overlap it.
+            result["ceiling"] = ceiling = store_ceiling(
+                work, s.ceiling_single, s.ceiling_batch, s.ceiling_repeat
+            )
+            print(
+                f"store alone (this process): single {ceiling['single']:,.0f}/s, "
+                f"batch of 32 {ceiling['batch']:,.0f}/s"
+            )
         namesrv, broker = start_cluster(work, shlex.split(args.broker_prefix or ""))
         servers += [broker, namesrv]
         echo = start_server(
@@ -991,37 +1012,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         create_topic(broker.addr, TOPIC)
         create_topic(broker.addr, E2E_TOPIC)
         print(f"broker {broker.addr}, nameserver {namesrv.addr}, echo {echo.addr}; work dir {work}")
-        ceiling: dict[str, float] = {}
-        if "ceiling" in phases:
-            # Also gives the broker time to warm its first commit-log segment.
-            ceiling = store_ceiling(work, s.ceiling_single, s.ceiling_batch)
-            print(
-                f"store alone (this process): single {ceiling['single']:,.0f}/s, "
-                f"batch of 32 {ceiling['batch']:,.0f}/s"
-            )
-        for batch, phase in ((1, "raw_single"), (BATCH, "raw_batch")):
-            if phase not in phases:
-                continue
-            echo_r = loadgen(ingest_spec(echo.addr, s, batch))
-            broker_r = loadgen(ingest_spec(broker.addr, s, batch))
-            figures[phase] = {"broker": broker_r, "echo": echo_r}
-            label = "raw frames, single sends   " if batch == 1 else "raw frames, batches of 32  "
-            print(fmt_ingest(label, broker_r, echo_r, ceiling.get("single" if batch == 1 else "batch")))
-        for batch, phase in ((1, "official_single"), (BATCH, "official_batch")):
-            if phase not in phases:
-                continue
-            home = work / "home"
-            echo_r = official(echo.addr, home, s.official_threads, batch, s.warmup_s, s.measure_s)
-            result = official(namesrv.addr, home, s.official_threads, batch, s.warmup_s, s.measure_s)
-            figures[phase] = {"broker": result, "echo": echo_r}
-            label = f"official client, {s.official_threads} threads, " + (
-                "send_sync" if batch == 1 else "send_batch(32)"
-            )
-            print(fmt_ingest(label, result, echo_r, None))
-        if "catchup" in phases:
-            figures["catchup"] = catchup(broker.addr, echo.addr, s)
-        if "e2e" in phases:
-            figures["e2e"] = e2e(broker.addr, s)
+        run_phases(phases, s, namesrv, broker, echo, work, result)
     finally:
         for server in servers:
             server.stop()
@@ -1029,7 +1020,86 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             print(f"kept {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
-    return {"settings": s, "figures": figures, "ceiling": locals().get("ceiling", {})}
+    return result
+
+
+def run_phases(
+    phases: set[str], s: Settings, namesrv: Server, broker: Server, echo: Server, work: Path, result: dict
+) -> None:
+    """The load phases, in order, each after the broker has settled (see ``settle``)."""
+    figures, ceiling = result["figures"], result["ceiling"]
+    if "one_at_a_time" in phases:
+        settle(broker)
+        spec = {**ingest_spec(echo.addr, s, 1), "connections": 1, "window": 1}
+        echo_r = loadgen(spec)
+        broker_r = loadgen({**spec, "addr": broker.addr})
+        figures["one_at_a_time"] = {"broker": broker_r, "echo": echo_r}
+        print(fmt_ingest("raw frames, one at a time  ", broker_r, echo_r, None))
+    for batch, phase in ((1, "raw_single"), (BATCH, "raw_batch")):
+        if phase not in phases:
+            continue
+        settle(broker)
+        echo_r = loadgen(ingest_spec(echo.addr, s, batch))
+        broker_r = loadgen(ingest_spec(broker.addr, s, batch))
+        figures[phase] = {"broker": broker_r, "echo": echo_r}
+        label = "raw frames, single sends   " if batch == 1 else "raw frames, batches of 32  "
+        print(fmt_ingest(label, broker_r, echo_r, ceiling.get("single" if batch == 1 else "batch")))
+    for batch, phase in ((1, "official_single"), (BATCH, "official_batch")):
+        if phase not in phases:
+            continue
+        settle(broker)
+        home = work / "home"
+        echo_r = official(echo.addr, home, s.official_threads, batch, s.warmup_s, s.measure_s)
+        broker_r = official(namesrv.addr, home, s.official_threads, batch, s.warmup_s, s.measure_s)
+        figures[phase] = {"broker": broker_r, "echo": echo_r}
+        label = f"official client, {s.official_threads} threads, " + (
+            "send_sync     " if batch == 1 else "send_batch(32)"
+        )
+        print(fmt_ingest(label, broker_r, echo_r, None))
+    if "catchup" in phases:
+        settle(broker)
+        figures["catchup"] = catchup(broker.addr, echo.addr, s)
+    if "e2e" in phases:
+        settle(broker)
+        figures["e2e"] = e2e(broker.addr, s)
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and its children (a profiler may wrap the broker)."""
+    total = 0.0
+    pids = [pid]
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        pids += [int(child) for child in children.read_text().split()]
+    for each in pids:
+        try:
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def settle(server: Server, timeout: float = 30.0, busy: float = 0.1) -> float:
+    """Wait (bounded) until the broker uses under ``busy`` of a core; return the seconds waited.
+
+    After start-up and between phases the broker has work of its own: warming its next
+    commit-log segment (seconds of kernel time per GiB on this VM), dispatching, flushing.
+    Starting the next load only once that is done makes the phases comparable from run to
+    run, as bench/store.py's warm-up does for the store.
+    """
+    if not Path(f"/proc/{server.proc.pid}/stat").exists():
+        time.sleep(2.0)
+        return 2.0
+    started = time.monotonic()
+    interval = 0.5
+    last = process_cpu_seconds(server.proc.pid)
+    while time.monotonic() - started < timeout:
+        time.sleep(interval)
+        now = process_cpu_seconds(server.proc.pid)
+        if now - last < busy * interval:
+            break
+        last = now
+    return time.monotonic() - started
 
 
 def catchup(broker_addr: str, echo_addr: str, s: Settings) -> dict[str, Any]:
@@ -1101,7 +1171,11 @@ def summary_json(result: dict[str, Any]) -> dict[str, Any]:
     if ceiling:
         out["store_single_msgs_s"] = round(ceiling["single"])
         out["store_batch32_msgs_s"] = round(ceiling["batch"])
-    for phase, key in (("raw_single", "raw_single"), ("raw_batch", "raw_batch32")):
+    for phase, key in (
+        ("one_at_a_time", "raw_one_at_a_time"),
+        ("raw_single", "raw_single"),
+        ("raw_batch", "raw_batch32"),
+    ):
         if phase in f and "failed" not in f[phase]["broker"]:
             b, e = f[phase]["broker"], f[phase]["echo"]
             out[f"{key}_msgs_s"] = b["msgs_per_s"]
