@@ -6,15 +6,16 @@ found by arithmetic.  The list is replaced, never mutated in place (copy-on-writ
 readers iterate a snapshot without a lock while the single writer rolls files and the
 expiry job deletes old ones.
 
-With ``preallocate`` the next file is created and warmed on a background thread as soon
-as the current one is taken, so an append that rolls to a new file rarely waits for
-``fallocate`` and never pays for first-touch page faults.
+With ``preallocate`` the next file is created and warmed on a background thread ahead of
+need, so an append that rolls to a new file rarely waits for ``fallocate`` and seldom
+pays for first-touch page faults; it never waits for the warm-up itself.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
 from broker_core.store.mappedfile import MappedFile, offset_to_file_name
@@ -22,80 +23,105 @@ from broker_core.store.mappedfile import MappedFile, offset_to_file_name
 log = logging.getLogger(__name__)
 
 
+class _Preparation:
+    """One file being prepared ahead: usable once ``created`` is set, warm once ``warmed`` is."""
+
+    __slots__ = ("offset", "created", "warmed", "file", "error")
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+        self.created = threading.Event()
+        self.warmed = threading.Event()
+        self.file: MappedFile | None = None
+        self.error: BaseException | None = None
+
+
 class _Preallocator:
-    """Creates (and warms) the file for one requested offset ahead of need."""
+    """Creates (and warms) the file for one requested offset ahead of need.
+
+    The file is handed over as soon as it exists, even while its warm-up is still going
+    on: an append that rolls to it must not wait for a gigabyte of page faults (about a
+    second per GiB on a small VM, and the broker's event loop would stand still).  The
+    warm-up goes on from the file's start, ahead of the appends; a page the appends reach
+    first simply faults in on its first write.
+    """
 
     def __init__(self, directory: Path, file_size: int, warm: bool) -> None:
         self._directory = directory
         self._file_size = file_size
         self._warm = warm
         self._lock = threading.Lock()
-        self._offset: int | None = None
-        self._done = threading.Event()
-        self._file: MappedFile | None = None
-        self._error: BaseException | None = None
-        self._thread: threading.Thread | None = None
+        self._current: _Preparation | None = None
+        # The last file handed over (its warm-up may still be going on).
+        self._handed: _Preparation | None = None
         # Offsets already handed out: a late request for one of them is ignored.
         self._taken: set[int] = set()
 
     def request(self, offset: int) -> None:
         with self._lock:
-            if self._offset is not None or offset in self._taken:
+            if self._current is not None or offset in self._taken:
                 return
-            self._offset = offset
-            self._file = None
-            self._error = None
-            self._done.clear()
-            self._thread = threading.Thread(
-                target=self._run, args=(offset,), name=f"preallocate-{self._directory.name}", daemon=True
-            )
-            self._thread.start()
+            self._current = prep = _Preparation(offset)
+        threading.Thread(
+            target=self._run, args=(prep,), name=f"preallocate-{self._directory.name}", daemon=True
+        ).start()
 
-    def _run(self, offset: int) -> None:
+    def _run(self, prep: _Preparation) -> None:
         try:
-            mf = MappedFile(self._directory / offset_to_file_name(offset), self._file_size, create=True)
-            if self._warm:
-                mf.warm()
-            self._file = mf
+            prep.file = MappedFile(
+                self._directory / offset_to_file_name(prep.offset), self._file_size, create=True
+            )
         except BaseException as exc:  # reported to whoever takes the file
-            self._error = exc
+            prep.error = exc
         finally:
-            self._done.set()
+            prep.created.set()
+        try:
+            if prep.file is not None and self._warm:
+                prep.file.warm()
+        except Exception as exc:  # the file works unwarmed: its pages fault in on first write
+            log.warning("warming %s failed: %s", offset_to_file_name(prep.offset), exc)
+        finally:
+            prep.warmed.set()
 
     def take(self, offset: int) -> MappedFile | None:
-        """The preallocated file for ``offset`` (waiting for it if under way), else None."""
+        """The preallocated file for ``offset`` (waiting until it exists, not until warm), else None."""
         with self._lock:
-            if self._offset != offset:
+            prep = self._current
+            if prep is None or prep.offset != offset:
                 return None
-        self._done.wait()
+        prep.created.wait()
         with self._lock:
-            self._offset = None
+            self._current = None
+            self._handed = prep
             self._taken.add(offset)
-            mf, self._file = self._file, None
-            error, self._error = self._error, None
-        if error is not None:
-            log.warning("preallocating %s failed: %s", offset_to_file_name(offset), error)
+        if prep.error is not None:
+            log.warning("preallocating %s failed: %s", offset_to_file_name(offset), prep.error)
             return None
-        return mf
+        return prep.file
 
     def wait(self, timeout: float | None) -> bool:
+        """Wait until the files being prepared, and the last one handed over, are warm."""
         with self._lock:
-            if self._offset is None:
-                return True
-        return self._done.wait(timeout)
+            preps = [p for p in (self._handed, self._current) if p is not None]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for prep in preps:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not prep.warmed.wait(left):
+                return False
+        return True
 
     def discard(self) -> None:
         """Drop a pending file (on shutdown or truncation): it must not be left behind."""
         with self._lock:
-            offset = self._offset
-        if offset is None:
+            prep = self._current
+        if prep is None:
             return
-        self._done.wait()
+        prep.created.wait()
         with self._lock:
-            self._offset = None
-            mf, self._file = self._file, None
-        if mf is not None:
-            mf.destroy()
+            if self._current is prep:
+                self._current = None
+        if prep.file is not None:
+            prep.file.destroy()  # waits for a warm-up under way to stop
 
 
 class MappedFileQueue:

@@ -1,0 +1,83 @@
+"""Files prepared ahead: a roll takes the next file as soon as it exists, not once it is warm."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker_core.store.mappedfile import MappedFile
+from broker_core.store.mappedfilequeue import MappedFileQueue
+
+FILE_SIZE = 64 * 1024
+
+
+@pytest.fixture
+def slow_warm(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """Make every warm-up hang until the returned event is set (a gigabyte on a slow VM)."""
+    release = threading.Event()
+    warm = MappedFile.warm
+
+    def held_warm(self: MappedFile) -> None:
+        assert release.wait(10), "the test never released the warm-up"
+        warm(self)
+
+    monkeypatch.setattr(MappedFile, "warm", held_warm)
+    yield release
+    release.set()
+
+
+def fill(queue: MappedFileQueue) -> MappedFile:
+    mf = queue.last_for_write()
+    mf.wrote_position = mf.file_size
+    return mf
+
+
+def test_a_roll_takes_the_next_file_while_its_warm_up_is_still_going(
+    tmp_path: Path, slow_warm: threading.Event
+) -> None:
+    queue = MappedFileQueue(tmp_path, FILE_SIZE, preallocate=True, warm=True)
+    queue.prepare_ahead()  # file 0
+    first = fill(queue)
+    queue.prepare_next_if_due()  # file 1, warm-up held
+    assert not queue.wait_prepared(timeout=0.05)
+    second = queue.last_for_write()  # does not wait for the warm-up
+    assert second.file_from_offset == FILE_SIZE and second is not first
+    assert [mf.file_from_offset for mf in queue.files] == [0, FILE_SIZE]
+    second.append(b"written while the warm-up goes on")
+    assert not queue.wait_prepared(timeout=0.05)  # the handed-over file is still warming
+    slow_warm.set()
+    assert queue.wait_prepared(timeout=5)
+    assert bytes(second.mm[:7]) == b"written"
+    for mf in queue.files:
+        mf.close()
+
+
+def test_preparing_the_file_after_does_not_mistake_an_earlier_warm_up_for_its_own(
+    tmp_path: Path, slow_warm: threading.Event
+) -> None:
+    queue = MappedFileQueue(tmp_path, FILE_SIZE, preallocate=True, warm=True)
+    queue.prepare_ahead()
+    fill(queue)
+    queue.prepare_next_if_due()
+    fill(queue)  # file 1 taken (still warming) and full at once
+    queue.prepare_next_if_due()  # file 2 requested while file 1 warms
+    slow_warm.set()
+    assert queue.wait_prepared(timeout=5)
+    third = queue.last_for_write()
+    assert third.file_from_offset == 2 * FILE_SIZE
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{n * FILE_SIZE:020d}" for n in range(3)]
+    for mf in queue.files:
+        mf.close()
+
+
+def test_a_pending_file_is_removed_when_discarded(tmp_path: Path, slow_warm: threading.Event) -> None:
+    queue = MappedFileQueue(tmp_path, FILE_SIZE, preallocate=True, warm=True)
+    queue.prepare_ahead()
+    assert queue._preallocator is not None
+    threading.Timer(0.05, slow_warm.set).start()
+    queue._preallocator.discard()  # waits for the warm-up to stop, then deletes the file
+    assert list(tmp_path.iterdir()) == []
+    assert queue.wait_prepared(timeout=1)
