@@ -1,34 +1,39 @@
 """Broker benchmark: one broker process measured side by side with its ceilings, in one run.
 
-    python bench/broker.py [--quick] [--only PHASE[,PHASE]] [--broker-prefix CMD]
+    python bench/broker.py [--quick] [--only PHASE[,PHASE]] [--broker-prefix CMD] [--keep]
 
 A nameserver and a broker (ASYNC_FLUSH, default 1 GiB segments) run as their own
-processes, started with ``python -m broker_core``; so does every load generator.  Figures
-(1 KiB bodies, a tag and a UNIQ_KEY on every message, as the official client sends):
+processes, started with ``python -m broker_core``; so do the echo server and every load
+generator.  Figures (1 KiB bodies, a tag and a UNIQ_KEY on every message, as the official
+client sends):
 
+* the store alone, first (median of 3): bench/store.py's append loop in this process,
+  one at a time and in batches of 32: what the broker could do without the network;
 * ingest, raw frames: a load-generator process pipelines SEND_MESSAGE frames (code 10,
-  JSON headers, the C++ client's field names) over a few connections, a fixed window of
-  requests outstanding on each: msgs/s and send latency (request written to response
-  read) p50/p99, one message per request and batches of 32 (code 10 with batch=1, the
-  body made by ``encode_batch``).  Side by side: the same load against an echo server on
-  the same remoting layer (answers at once, stores nothing), and the store's own append
-  rate measured in this process (the broker's ceiling without the network);
-* ingest, official client: ``rocketmq==0.4.4`` producer threads calling ``send_sync`` (and
-  ``send_batch`` of 32) in a child process;
-* consume catch-up: pull (PULL_MESSAGE, 32 per pull, one pull in flight per queue) every
-  message the ingest phases stored, against the same pulls answered by the echo server;
+  JSON headers with the C++ client's field names, all values strings) over 4
+  connections with a fixed window of requests outstanding on each: msgs/s and send
+  latency (request written to response read) p50/p99, one message per request and
+  batches of 32 (code 10 with batch=1, the body made by ``encode_batch``); also one
+  request at a time on one connection.  Beside each: the same load against an echo
+  server on the same remoting layer (answers at once with a response of the broker's
+  shape, stores nothing);
+* ingest, official client: ``rocketmq==0.4.4``, 16 threads calling ``send_sync`` (and
+  ``send_batch`` of 32) in a child process, against the broker and against the echo
+  server (which also answers route queries, so the client can use it as a broker);
+* consume catch-up: pull (PULL_MESSAGE, 32 per pull, one pull in flight per queue) what
+  the ingest phases stored, up to 400,000 messages; the echo answers the same pulls;
 * end-to-end at a fixed rate: single sends paced at 5,000 msgs/s while a consumer
   long-polls every queue: send latency p50/p99 (the 5 ms target) and send-to-receive
-  latency (from a send timestamp in the body; the store-to-receive figure comes from
-  the records' STORETIMESTAMP, in ms).
+  latency (from a send timestamp in the body); store-to-receive comes from the records'
+  STORETIMESTAMP (ms resolution).
 
-Load is measured after a warm-up, over a fixed window; every loop is bounded in count and
-time, and all traffic stays on 127.0.0.1.  The last line of output is one JSON object of
-the figures.
+Before each phase the broker is left to settle (its CPU use drops: next segment warmed,
+dispatch done).  Load is measured after a warm-up, over a fixed window; every loop is
+bounded in count and time, and all traffic stays on 127.0.0.1.  The last line of output
+is one JSON object of the figures.
 
-The same file is the child processes: ``python bench/broker.py --role loadgen SPEC``
-(raw frames), ``--role echo`` (the echo server) and ``--role official SPEC`` (the
-official client).
+The same file is the child processes: ``--role loadgen SPEC`` (raw frames), ``--role
+echo`` (the echo server) and ``--role official SPEC`` (the official client).
 """
 
 from __future__ import annotations
@@ -966,11 +971,12 @@ def fmt_ingest(label: str, broker: dict[str, Any], echo: dict[str, Any] | None, 
         line += f"  | echo {echo['msgs_per_s']:,}/s ({broker['msgs_per_s'] / echo['msgs_per_s']:.0%})"
     if ceiling:
         line += f"  | store alone {ceiling:,.0f}/s ({broker['msgs_per_s'] / ceiling:.0%})"
-    if broker.get("errors") or broker.get("warmup_errors"):
-        line += (
-            f"  [{broker['errors']} errors, {broker.get('warmup_errors', 0)} during warm-up: "
-            f"{broker['first_error'][:90]}]"
-        )
+    for name, r in (("", broker), ("echo: ", echo or {})):
+        if r.get("errors") or r.get("warmup_errors"):
+            line += (
+                f"  [{name}{r['errors']} errors, {r.get('warmup_errors', 0)} during warm-up: "
+                f"{r['first_error'][:70]}]"
+            )
     return line
 
 
