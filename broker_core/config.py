@@ -298,6 +298,19 @@ class BrokerConfig:
             raise ConfigError(
                 f"brokerRole must be ASYNC_MASTER, SYNC_MASTER or SLAVE, not {self.broker_role!r}"
             )
+        if not 0 <= self.broker_permission <= 15:
+            raise ConfigError(f"brokerPermission must be 0..15 (PERM_* bits), not {self.broker_permission}")
+        if not 1 <= self.default_topic_queue_nums <= 1024:
+            raise ConfigError(f"defaultTopicQueueNums must be 1..1024, not {self.default_topic_queue_nums}")
+        for key, value in (
+            ("transactionTimeOut", self.transaction_time_out),
+            ("transactionCheckInterval", self.transaction_check_interval),
+            ("registerNameServerPeriod", self.register_name_server_period),
+        ):
+            if value <= 0:
+                raise ConfigError(f"{key} must be positive, not {value}")
+        if self.transaction_check_max < 0:
+            raise ConfigError(f"transactionCheckMax must not be negative, not {self.transaction_check_max}")
         if self.client_channel_expired_time <= 0 or self.client_housekeeping_interval <= 0:
             raise ConfigError("clientChannelExpiredTime and clientHousekeepingInterval must be positive")
         if self.server_channel_max_idle_time_seconds <= 0:
@@ -318,7 +331,6 @@ LIVE_BROKER_KEYS = frozenset(
         "autoCreateTopicEnable",
         "autoCreateSubscriptionGroup",
         "brokerPermission",
-        "defaultTopicQueueNums",
         "longPollingEnable",
         "transactionTimeOut",
         "transactionCheckInterval",

@@ -28,7 +28,21 @@ _MESSAGE_MODELS = {
     "BROADCASTING": "BROADCASTING",
     "CLUSTERING": "CLUSTERING",
 }
-_CONSUME_TYPES = {0: "CONSUME_ACTIVELY", 1: "CONSUME_PASSIVELY"}
+_CONSUME_TYPES = {
+    0: "CONSUME_ACTIVELY",
+    1: "CONSUME_PASSIVELY",
+    "CONSUME_ACTIVELY": "CONSUME_ACTIVELY",
+    "CONSUME_PASSIVELY": "CONSUME_PASSIVELY",
+}
+# ConsumeFromWhere by ordinal: the C++ client's enum has Java's order, deprecated ones too.
+_CONSUME_FROM_WHERE = (
+    "CONSUME_FROM_LAST_OFFSET",
+    "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+    "CONSUME_FROM_MIN_OFFSET",
+    "CONSUME_FROM_MAX_OFFSET",
+    "CONSUME_FROM_FIRST_OFFSET",
+    "CONSUME_FROM_TIMESTAMP",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +109,8 @@ class ConsumerClient(ClientChannel):
 
 def _consume_from_where_name(value: Any) -> str:
     """C++ sends the enum's ordinal; Java its name."""
-    names = {0: "CONSUME_FROM_LAST_OFFSET", 1: "CONSUME_FROM_FIRST_OFFSET", 2: "CONSUME_FROM_TIMESTAMP"}
     if isinstance(value, int) and not isinstance(value, bool):
-        return names.get(value, str(value))
+        return _CONSUME_FROM_WHERE[value] if 0 <= value < len(_CONSUME_FROM_WHERE) else str(value)
     return str(value) if value else "CONSUME_FROM_LAST_OFFSET"
 
 
@@ -144,9 +157,7 @@ class ClientTables:
                 version=version,
                 last_update_ms=now_ms,
                 message_model=_MESSAGE_MODELS.get(consumer.get("messageModel"), "CLUSTERING"),
-                consume_type=_CONSUME_TYPES.get(
-                    consumer.get("consumeType"), str(consumer.get("consumeType"))
-                ),
+                consume_type=_CONSUME_TYPES.get(consumer.get("consumeType"), "CONSUME_PASSIVELY"),
                 consume_from_where=_consume_from_where_name(consumer.get("consumeFromWhere")),
                 subscriptions=subscriptions,
             )

@@ -140,14 +140,13 @@ class BrokerController:
         self.groups.load()
         if self.config.acl_enable:
             self.acl = PlainAcl(Path(self.store_config.store_path_root_dir) / "config")
-        self._ensure_system_topics()
+        self.ensure_system_topics()
         await self.server.start()
         store_config = dataclasses.replace(self.store_config, store_host=self.address)
         # Opening may recover a crashed store: file work, kept off the event loop.
         store = MessageStore(store_config, clock_ms=self.clock_ms, topic_queue_nums=self._queue_nums)
         await asyncio.get_running_loop().run_in_executor(None, store.open)
         self.store = store
-        self.stats = BrokerStats(((cq.topic, cq.queue_id), cq.max_offset) for cq in store.consume_queues)
         store.add_arrival_listener(self.stats.on_arrival)
         self.registration = BrokerRegistration(
             self.config, self.client, self.topic_config_wrapper, broker_addr=self.address
@@ -159,7 +158,7 @@ class BrokerController:
         self._maintenance = MaintenanceService(store, self.clock_ms)
         if self.config.standalone_maintenance:
             self._maintenance.start()
-        self._housekeeping = asyncio.create_task(self._expire_idle_clients(), name="client-housekeeping")
+        self._housekeeping = asyncio.create_task(self._housekeeping_loop(), name="client-housekeeping")
         await self.registration.register_all()
         self.registration.start()
         self.boot_timestamp = self.clock_ms()
@@ -244,13 +243,18 @@ class BrokerController:
         server.register(RequestCode.QUIVER_GET_MAINTENANCE_STATUS, maintenance.status)
         server.register(RequestCode.TRIGGER_DELETE_FILES, maintenance.trigger_delete_files)
 
-    async def _expire_idle_clients(self) -> None:
+    async def _housekeeping_loop(self) -> None:
         """Every 10 s, drop clients silent for 120 s and close their connections (RocketMQ's
         ClientHousekeepingService; both intervals are settings)."""
         while True:
             await asyncio.sleep(self.config.client_housekeeping_interval / 1000)
-            for group in self.clients.expire_idle(self.clock_ms(), self.config.client_channel_expired_time):
-                self.clients.notify_ids_changed(group)
+            try:
+                expired = self.clients.expire_idle(self.clock_ms(), self.config.client_channel_expired_time)
+                for group in expired:
+                    self.clients.notify_ids_changed(group)
+                self.stats.roll_day()
+            except Exception:  # one bad round must not end housekeeping for good
+                log.exception("client housekeeping failed")
 
     def topics_changed(self) -> None:
         """Tell the nameservers now, not at the next 30-second round (RocketMQ does too)."""
@@ -268,7 +272,7 @@ class BrokerController:
             return None
         return max(config.read_queue_nums, config.write_queue_nums)
 
-    def _ensure_system_topics(self) -> None:
+    def ensure_system_topics(self) -> None:
         """Create RocketMQ's system topics this broker needs (existing configs are kept)."""
         system = [
             TopicConfig(SELF_TEST_TOPIC, 1, 1, PERM_RW),

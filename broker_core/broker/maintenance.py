@@ -119,8 +119,14 @@ class MaintenanceService:
         async with self._locks[name]:
             started = self.clock_ms()
             t0 = time.perf_counter()
+            future = asyncio.get_running_loop().run_in_executor(None, job)
             try:
-                outcome = await asyncio.get_running_loop().run_in_executor(None, job)
+                outcome = await asyncio.shield(future)
+            except asyncio.CancelledError:
+                # A thread cannot be stopped: whoever cancelled us (stop, a closing server)
+                # waits until it has finished, so the store is never closed under it.
+                await asyncio.wait([future])
+                raise
             except Exception as exc:
                 log.exception("maintenance job %s failed", name)
                 run = JobRun(name, started, (time.perf_counter() - t0) * 1000, False, f"failed: {exc}")

@@ -7,14 +7,15 @@ buckets over the last ten minutes, so rates over 10 s, 60 s and 600 s cost one s
 
 Puts are counted from the store's arrival listener (every message dispatched into a
 consume queue, whoever stored it: producers, retries, the delay scan, transaction
-commits); it runs on the dispatcher's thread, hence the lock.
+commits); it runs on the dispatcher's thread, hence the lock.  The day's totals roll
+over when ``roll_day`` is called (the broker's housekeeping timer, and each read).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import date
 
 WINDOW_S = 600
@@ -60,7 +61,6 @@ class BrokerStats:
 
     def __init__(
         self,
-        initial_offsets: Iterable[tuple[tuple[str, int], int]] = (),
         *,
         monotonic_s: Callable[[], float] = time.monotonic,
         today: Callable[[], date] = date.today,
@@ -68,7 +68,6 @@ class BrokerStats:
         self._monotonic_s = monotonic_s
         self._today = today
         self._lock = threading.Lock()
-        self._queue_ends: dict[tuple[str, int], int] = dict(initial_offsets)
         self.topic_puts: dict[str, RateCounter] = {}
         self.group_gets: dict[tuple[str, str], RateCounter] = {}
         self.puts = RateCounter()
@@ -83,18 +82,15 @@ class BrokerStats:
         return int(self._monotonic_s())
 
     def on_arrival(self, arrived: dict[tuple[str, int], int]) -> None:
-        """Store arrival listener: ``arrived`` maps (topic, queue) to its new end offset."""
+        """Store arrival listener: ``arrived`` maps (topic, queue) to how many messages came."""
         now = self._now()
         with self._lock:
-            self._roll_day()
-            for key, end in arrived.items():
-                count = end - self._queue_ends.get(key, 0)
-                self._queue_ends[key] = end
+            for (topic, _queue_id), count in arrived.items():
                 if count <= 0:
                     continue
-                counter = self.topic_puts.get(key[0])
+                counter = self.topic_puts.get(topic)
                 if counter is None:
-                    counter = self.topic_puts[key[0]] = RateCounter()
+                    counter = self.topic_puts[topic] = RateCounter()
                 counter.add(count, now)
                 self.puts.add(count, now)
 
@@ -104,7 +100,6 @@ class BrokerStats:
             return
         now = self._now()
         with self._lock:
-            self._roll_day()
             counter = self.group_gets.get((group, topic))
             if counter is None:
                 counter = self.group_gets[(group, topic)] = RateCounter()
@@ -114,8 +109,6 @@ class BrokerStats:
     def forget_topic(self, topic: str) -> None:
         with self._lock:
             self.topic_puts.pop(topic, None)
-            for key in [k for k in self._queue_ends if k[0] == topic]:
-                del self._queue_ends[key]
 
     def put_tps(self, topic: str | None = None, seconds: int = 60) -> float:
         with self._lock:
@@ -134,9 +127,17 @@ class BrokerStats:
                 if g == group and (topic is None or t == topic)
             )
 
-    def _roll_day(self) -> None:
-        """At the first event of a new day, today's morning totals become yesterday's."""
+    def roll_day(self) -> None:
+        """On a new day, today's morning totals become yesterday's.
+
+        Called by the broker's housekeeping timer and before the figures are read, not
+        per message (a date lookup per pull is too dear on the hot path).
+        """
         today = self._today()
+        with self._lock:
+            self._roll(today)
+
+    def _roll(self, today: date) -> None:
         if today != self._day:
             self._day = today
             self.put_total_yesterday_morning = self.put_total_today_morning

@@ -148,9 +148,8 @@ class TransactionService:
         self._task = None
 
     async def _loop(self) -> None:
-        interval = self.broker.config.transaction_check_interval / 1000
-        while True:
-            await asyncio.sleep(interval)
+        while True:  # the interval is read each round: UPDATE_BROKER_CONFIG may change it
+            await asyncio.sleep(self.broker.config.transaction_check_interval / 1000)
             try:
                 self.check_once()
             except Exception:

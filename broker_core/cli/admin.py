@@ -30,6 +30,8 @@ from broker_core.store.message import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNI
 log = logging.getLogger(__name__)
 
 NAMESRV_ENV = "NAMESRV_ADDR"
+ACCESS_KEY_ENV = "QUIVER_ACCESS_KEY"
+SECRET_KEY_ENV = "QUIVER_SECRET_KEY"
 
 Runner = Callable[[AdminClient, argparse.Namespace], Awaitable[Output]]
 
@@ -509,6 +511,15 @@ def _common_options() -> argparse.ArgumentParser:
     )
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
     common.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for each answer")
+    common.add_argument(
+        "--accessKey",
+        dest="access_key",
+        default=None,
+        help=f"ACL account for brokers with aclEnable (default: ${ACCESS_KEY_ENV})",
+    )
+    common.add_argument(
+        "--secretKey", dest="secret_key", default=None, help=f"its secret (default: ${SECRET_KEY_ENV})"
+    )
     return common
 
 
@@ -548,7 +559,11 @@ def run_admin_command(args: argparse.Namespace) -> int:
 
 
 async def _run(cmd: AdminCommand, args: argparse.Namespace, namesrv: str) -> Output:
-    async with AdminClient(namesrv, timeout=args.timeout) as admin:
+    access_key = args.access_key if args.access_key is not None else os.environ.get(ACCESS_KEY_ENV)
+    secret_key = args.secret_key if args.secret_key is not None else os.environ.get(SECRET_KEY_ENV)
+    async with AdminClient(
+        namesrv, timeout=args.timeout, access_key=access_key, secret_key=secret_key
+    ) as admin:
         return await cmd.run(admin, args)
 
 

@@ -17,12 +17,15 @@ Thread-safety: event-loop only, like the ``RemotingClient`` underneath.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
-from typing import Any, Final, TypeVar
+import functools
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Final, ParamSpec, TypeVar
 
 import orjson
 
 from broker_core.broker.groups import SubscriptionGroupConfig
+from broker_core.broker.maintenance import JOBS
 from broker_core.broker.topics import TopicConfig
 from broker_core.client.adminmodels import (
     ClientConnection,
@@ -38,9 +41,10 @@ from broker_core.client.adminmodels import (
     parse_properties_text,
 )
 from broker_core.client.routes import ClusterInfo, TopicRoute
-from broker_core.errors import AdminError, AdminUnreachableError, MessageIllegalError
+from broker_core.errors import AdminError, AdminUnreachableError, BrokerCoreError, MessageIllegalError
 from broker_core.messagequeue import MessageQueue
 from broker_core.remoting import fastjson
+from broker_core.remoting.acl import sign_request
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
@@ -56,7 +60,7 @@ from broker_core.topics import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PR
 
 __all__ = ["MAINTENANCE_JOBS", "AdminClient", "parse_namesrv_addr"]
 
-MAINTENANCE_JOBS: Final = ("delay_scan", "file_expiry", "offset_persistence")
+MAINTENANCE_JOBS: Final = JOBS  # the broker's own list
 """The broker maintenance jobs QUIVER_RUN_MAINTENANCE_JOB can run (``broker.maintenance.JOBS``,
 repeated here so that clients need not import the broker's machinery)."""
 
@@ -69,6 +73,7 @@ _GROUP_SUMMARY_CONCURRENCY = 8
 _NOT_HERE = frozenset({ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST})
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def parse_namesrv_addr(addrs: str | Sequence[str] | None) -> list[str]:
@@ -103,6 +108,8 @@ class AdminClient:
         timeout: seconds to wait for each response.
         connect_timeout: seconds to wait for each new connection.
         remoting: a client to share (not closed by ``close``); by default one of our own.
+        access_key, secret_key: an ACL account (``plain_acl.yml``); when given, every
+            request is signed with it, as RocketMQ's tools do for a broker with ``aclEnable``.
     """
 
     def __init__(
@@ -112,7 +119,12 @@ class AdminClient:
         timeout: float = 5.0,
         connect_timeout: float = 3.0,
         remoting: RemotingClient | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
+        if bool(access_key) != bool(secret_key):
+            raise AdminError("an ACL account needs both an access key and a secret key")
+        self._credentials = (access_key, secret_key) if access_key and secret_key else None
         self.namesrv_addrs = parse_namesrv_addr(namesrv_addr)
         self.timeout = timeout
         self._remoting = remoting if remoting is not None else RemotingClient(connect_timeout=connect_timeout)
@@ -137,6 +149,8 @@ class AdminClient:
     ) -> RemotingCommand:
         """Send one request and return whatever the remote answered."""
         request = RemotingCommand.request(code, dict(fields or {}), body)
+        if self._credentials is not None:
+            sign_request(request, *self._credentials)
         try:
             return await self._remoting.invoke(addr, request, self.timeout)
         except RemotingError as exc:
@@ -389,7 +403,9 @@ class AdminClient:
 
     # -- consumer groups -------------------------------------------------------------------
 
-    async def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
+    async def consume_stats(
+        self, group: str, topic: str | None = None, *, masters: Sequence[str] | None = None
+    ) -> ConsumeStats:
         """``group``'s progress on every queue (of ``topic``, or of all it consumes).
 
         Every master is asked: a group's offsets live on each broker it consumed from.
@@ -397,31 +413,34 @@ class AdminClient:
         Raises:
             AdminError: code SUBSCRIPTION_GROUP_NOT_EXIST when no broker knows the group.
         """
-        addrs = await self._masters()
+        addrs = masters if masters is not None else await self._masters()
         fields = {"consumerGroup": group} if topic is None else {"consumerGroup": group, "topic": topic}
         responses = await self._ask_each(
             addrs, RequestCode.GET_CONSUME_STATS, fields, skip={*_NOT_HERE, ResponseCode.QUERY_NOT_FOUND}
         )
-        if not responses:
-            raise AdminError(
-                f"consumer group {group!r} is unknown to every broker (no config, offsets or clients)",
-                code=ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-            )
         queues: list[QueueProgress] = []
         tps = 0.0
         for response in responses.values():
             body = self._json(response, "consume stats")
             queues.extend(ConsumeStats.queues_from_body(body))
             tps += float(body.get("consumeTps") or 0.0)
+        if not queues:
+            # Brokers answer an empty table for a group they know nothing of (as Java's do).
+            raise AdminError(
+                f"consumer group {group!r} has consumed nothing on any broker (no offsets, no subscriptions)",
+                code=ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            )
         return ConsumeStats(group, tuple(sorted(queues, key=lambda q: q.queue)), tps)
 
-    async def consumer_connections(self, group: str) -> ConsumerConnection:
+    async def consumer_connections(
+        self, group: str, *, masters: Sequence[str] | None = None
+    ) -> ConsumerConnection:
         """Who consumes for ``group`` now, merged over every master.
 
         Raises:
             AdminError: code CONSUMER_NOT_ONLINE when no broker has a client of the group.
         """
-        addrs = await self._masters()
+        addrs = masters if masters is not None else await self._masters()
         responses = await self._ask_each(
             addrs,
             RequestCode.GET_CONSUMER_CONNECTION_LIST,
@@ -508,10 +527,12 @@ class AdminClient:
         heartbeat has one), so groups without a config still show.
         """
         addrs = await self._masters()
-        configs, offsets, topics = await asyncio.gather(
-            self._gather(self.subscription_groups(a) for a in addrs),
-            self._gather(self.consumer_offsets(a) for a in addrs),
-            self.topic_list(),
+        configs, offsets, topics = await self._gather(
+            [
+                self._gather(self.subscription_groups(a) for a in addrs),
+                self._gather(self.consumer_offsets(a) for a in addrs),
+                self.topic_list(),
+            ]
         )
         groups = {name for table in configs for name in table}
         groups.update(group for table in offsets for (_topic, group) in table)
@@ -520,9 +541,13 @@ class AdminClient:
         )
         return sorted(g for g in groups if g)
 
-    async def group_summary(self, group: str) -> GroupSummary:
+    async def group_summary(self, group: str, *, masters: Sequence[str] | None = None) -> GroupSummary:
         """``group``'s clients, consume type and model, TPS and total lag."""
-        stats, connection = await asyncio.gather(self._stats_or_none(group), self._connection_or_none(group))
+        if masters is None:
+            masters = await self._masters()
+        stats, connection = await self._gather(
+            [self._stats_or_none(group, masters), self._connection_or_none(group, masters)]
+        )
         return GroupSummary(
             group,
             len(connection.connections) if connection else 0,
@@ -532,17 +557,17 @@ class AdminClient:
             stats.total_lag if stats else 0,
         )
 
-    async def _stats_or_none(self, group: str) -> ConsumeStats | None:
+    async def _stats_or_none(self, group: str, masters: Sequence[str]) -> ConsumeStats | None:
         try:
-            return await self.consume_stats(group)
+            return await self.consume_stats(group, masters=masters)
         except AdminError as exc:
             if exc.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
                 return None  # listed for its retry topic only: nothing to measure
             raise
 
-    async def _connection_or_none(self, group: str) -> ConsumerConnection | None:
+    async def _connection_or_none(self, group: str, masters: Sequence[str]) -> ConsumerConnection | None:
         try:
-            return await self.consumer_connections(group)
+            return await self.consumer_connections(group, masters=masters)
         except AdminError as exc:
             if exc.code == ResponseCode.CONSUMER_NOT_ONLINE:
                 return None
@@ -551,11 +576,12 @@ class AdminClient:
     async def group_summaries(self, groups: Iterable[str] | None = None) -> list[GroupSummary]:
         """A summary of every group (default: ``group_list()``), a few groups at a time."""
         names = list(groups) if groups is not None else await self.group_list()
+        masters = await self._masters()  # once for all groups, not twice per group
         limit = asyncio.Semaphore(_GROUP_SUMMARY_CONCURRENCY)
 
         async def one(name: str) -> GroupSummary:
             async with limit:
-                return await self.group_summary(name)
+                return await self.group_summary(name, masters=masters)
 
         return await self._gather(one(name) for name in names)
 
@@ -712,3 +738,25 @@ class AdminClient:
         response = await self._invoke(broker_addr, RequestCode.QUIVER_GET_MAINTENANCE_STATUS)
         body = self._json(response, "maintenance status")
         return {str(job): MaintenanceRun.from_json(str(job), run) for job, run in sorted(body.items()) if run}
+
+
+def _malformed_answers_are_admin_errors(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """Turn an answer of the wrong shape (a field missing or of the wrong type, which
+    surfaces as KeyError, TypeError... while reading it) into an AdminError, so callers
+    (the console, Celery jobs, the CLI) handle one exception type."""
+
+    @functools.wraps(method)
+    async def checked(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await method(*args, **kwargs)
+        except BrokerCoreError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise AdminError(f"{method.__name__}: malformed answer: {type(exc).__name__}: {exc}") from exc
+
+    return checked
+
+
+for _name, _method in list(vars(AdminClient).items()):
+    if not _name.startswith("_") and inspect.iscoroutinefunction(_method):
+        setattr(AdminClient, _name, _malformed_answers_are_admin_errors(_method))

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker_core.routedata import QueueData
+
 MASTER_ID = 0
 
 BrokerName = str
@@ -49,38 +51,6 @@ class BrokerData:
     def from_json(cls, obj: Mapping[str, Any]) -> BrokerData:
         addrs = {int(bid): str(addr) for bid, addr in (obj.get("brokerAddrs") or {}).items()}
         return cls(str(obj["brokerName"]), str(obj.get("cluster") or ""), addrs)
-
-
-@dataclass(frozen=True, slots=True)
-class QueueData:
-    """One broker's queues of a topic: counts and permission bits (6 = read + write)."""
-
-    broker_name: BrokerName
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "brokerName": self.broker_name,
-            "readQueueNums": self.read_queue_nums,
-            "writeQueueNums": self.write_queue_nums,
-            "perm": self.perm,
-            "topicSysFlag": self.topic_sys_flag,
-        }
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> QueueData:
-        # Older 4.x nameservers spell the flag topicSynFlag.
-        sys_flag = obj.get("topicSysFlag", obj.get("topicSynFlag", 0))
-        return cls(
-            str(obj["brokerName"]),
-            int(obj.get("readQueueNums") or 0),
-            int(obj.get("writeQueueNums") or 0),
-            int(obj.get("perm") or 0),
-            int(sys_flag or 0),
-        )
 
 
 @dataclass(frozen=True, slots=True)

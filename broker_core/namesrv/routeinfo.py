@@ -18,11 +18,13 @@ Single-threaded by design: the nameserver runs these on its event loop only.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from broker_core.broker.topics import PERM_WRITE
+from broker_core.routedata import QueueData
 from broker_core.store.configfile import DataVersion
 
 MASTER_ID = 0
@@ -32,27 +34,6 @@ BrokerName = str
 BrokerAddr = str
 ClusterName = str
 TopicName = str
-
-
-@dataclass(slots=True)
-class QueueData:
-    """One broker's queues of one topic."""
-
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        # Queue counts and perm must be JSON numbers: the C++ client rejects strings.
-        return {
-            "brokerName": self.broker_name,
-            "readQueueNums": self.read_queue_nums,
-            "writeQueueNums": self.write_queue_nums,
-            "perm": self.perm,
-            "topicSysFlag": self.topic_sys_flag,
-        }
 
 
 @dataclass(slots=True)
@@ -307,7 +288,7 @@ class RouteInfoManager:
         for by_broker in self.topic_queue_table.values():
             queue_data = by_broker.get(broker_name)
             if queue_data is not None and queue_data.perm & PERM_WRITE:
-                queue_data.perm &= ~PERM_WRITE
+                by_broker[broker_name] = dataclasses.replace(queue_data, perm=queue_data.perm & ~PERM_WRITE)
                 count += 1
         return count
 

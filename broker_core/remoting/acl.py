@@ -33,6 +33,14 @@ def sign(ext_fields: Mapping[str, str], body: bytes, secret_key: str) -> str:
     return base64.b64encode(mac.digest()).decode("ascii")
 
 
+def sign_request(cmd: RemotingCommand, access_key: str, secret_key: str) -> RemotingCommand:
+    """Add ``AccessKey`` and ``Signature`` to ``cmd`` (in place), as the official clients do."""
+    cmd.ext_fields = {key: str(value) for key, value in cmd.ext_fields.items()}
+    cmd.ext_fields[ACCESS_KEY] = access_key
+    cmd.ext_fields[SIGNATURE] = sign(cmd.ext_fields, cmd.body, secret_key)
+    return cmd
+
+
 def verify(cmd: RemotingCommand, secret_key: str) -> bool:
     """Return whether ``cmd`` carries a ``Signature`` that ``secret_key`` reproduces."""
     signature = cmd.ext_fields.get(SIGNATURE)

@@ -146,6 +146,8 @@ class _Parser:
         return float(token) if match.group(1) or match.group(2) else int(token)
 
     def key(self, depth: int) -> Any:
+        if depth > _MAX_DEPTH:
+            self.fail("nesting too deep")
         self.skip_ws()
         if self.pos < len(self.text) and self.text[self.pos] == "{":
             obj = self.object(depth)

@@ -46,8 +46,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Called after a batch of dispatches with {(topic, queue id): new max queue offset}:
-# the broker wakes long-polling pulls with it (RocketMQ MessageArrivingListener).
+# Called after a batch of dispatches with {(topic, queue id): messages added there}: the
+# broker wakes long-polling pulls with it (RocketMQ MessageArrivingListener) and counts
+# its puts.
 ArrivalListener = Callable[[dict[tuple[str, int], int]], None]
 
 _SKIP_CQ = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
@@ -223,7 +224,7 @@ class Dispatcher:
         for key, chunks in groups.items():
             if chunks:
                 self._put_group(key, first_offsets[key], chunks)
-                arrived[key] = next_offsets[key]
+                arrived[key] = sum(map(len, chunks)) // _CQ_ENTRY.size
         if self.index is not None and index_items:
             self.index.add_items(index_items)
         phys, size, _queue_offset, store_ts, _msg = batch[-1]

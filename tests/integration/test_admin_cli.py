@@ -198,3 +198,30 @@ async def test_it_installs_the_quiver_admin_command(tmp_path: Path) -> None:
     async with cluster(tmp_path / "store") as (ns, _broker):
         run = await cli("clusterList", "-n", ns.address, "--json", program=[str(script)])
         assert run.code == 0 and run.json["brokers"][0]["brokerName"] == "broker-a"
+
+
+async def test_it_signs_with_an_acl_account_from_flags_or_environment(tmp_path: Path) -> None:
+    from broker_core.testing import run_broker
+
+    config_dir = tmp_path / "store" / "config"
+    config_dir.mkdir(parents=True)
+    (config_dir / "plain_acl.yml").write_text(
+        "accounts:\n  - {accessKey: ops, secretKey: ops-secret, admin: true}\n"
+    )
+    async with run_broker(tmp_path / "store", acl_enable=True) as broker:
+        refused = await cli("brokerStatus", "-b", broker.address)
+        assert failed(refused, "NO_PERMISSION")
+        by_flags = await cli(
+            "brokerStatus", "-b", broker.address, "--accessKey", "ops", "--secretKey", "ops-secret"
+        )
+        assert by_flags.code == 0 and "brokerName" in by_flags.out
+        by_env = await cli(
+            "runMaintenance",
+            "-b",
+            broker.address,
+            "-j",
+            "offset_persistence",
+            "--json",
+            env={"QUIVER_ACCESS_KEY": "ops", "QUIVER_SECRET_KEY": "ops-secret"},
+        )
+        assert by_env.code == 0 and by_env.json["ok"] is True

@@ -10,8 +10,10 @@ from broker_core.broker.groups import SubscriptionGroupConfig
 from broker_core.broker.topics import TopicConfig
 from broker_core.client import AdminClient, AdminError, AdminUnreachableError
 from broker_core.messagequeue import MessageQueue
-from broker_core.remoting.codes import ResponseCode
+from broker_core.remoting.codes import RequestCode, ResponseCode
+from broker_core.remoting.server import RemotingServer
 from broker_core.store.message import create_message_id, encode_host
+from broker_core.testing import run_broker
 
 from .clusterhelpers import cluster, commit_offset, dead_addr, heartbeat, put, raw_client, wait_until_routed
 
@@ -231,3 +233,49 @@ async def test_it_says_clearly_when_no_nameserver_answers() -> None:
     async with AdminClient("") as admin:
         with pytest.raises(AdminError, match="no nameserver address given"):
             await admin.cluster_info()
+
+
+async def test_it_signs_its_requests_for_a_broker_with_acl(tmp_path: Path) -> None:
+    config_dir = tmp_path / "store" / "config"
+    config_dir.mkdir(parents=True)
+    (config_dir / "plain_acl.yml").write_text(
+        "accounts:\n"
+        "  - {accessKey: ops, secretKey: ops-secret, admin: true}\n"
+        "  - {accessKey: app, secretKey: app-secret, defaultTopicPerm: PUB, defaultGroupPerm: SUB}\n"
+    )
+    async with run_broker(tmp_path / "store", acl_enable=True) as broker:
+        async with AdminClient(None) as anonymous:
+            with pytest.raises(AdminError) as refused:
+                await anonymous.broker_runtime_info(broker.address)
+            assert refused.value.code == ResponseCode.NO_PERMISSION
+        async with AdminClient(None, access_key="app", secret_key="app-secret") as app:
+            with pytest.raises(AdminError) as not_admin:
+                await app.run_maintenance(broker.address, "offset_persistence")
+            assert not_admin.value.code == ResponseCode.NO_PERMISSION and "admin" in not_admin.value.remark
+        async with AdminClient(None, access_key="ops", secret_key="ops-secret") as ops:
+            assert (await ops.broker_runtime_info(broker.address))["brokerName"] == "broker-a"
+            assert (await ops.run_maintenance(broker.address, "offset_persistence")).ok
+        with pytest.raises(AdminError):
+            AdminClient(None, access_key="ops")  # a key without its secret
+
+
+async def test_an_answer_of_the_wrong_shape_is_an_admin_error() -> None:
+    # A real server that answers well-formed JSON of the wrong shape.
+    server = RemotingServer()
+    server.register(
+        RequestCode.GET_BROKER_CLUSTER_INFO,
+        lambda request, conn: request.response(body=b'{"brokerAddrTable":{"b":{}}}'),
+    )
+    server.register(
+        RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+        lambda request, conn: request.response(body=b"{" * 3000),
+    )
+    await server.start()
+    try:
+        async with AdminClient(server.address) as admin:
+            with pytest.raises(AdminError, match="malformed"):
+                await admin.cluster_info()
+            with pytest.raises(AdminError, match="malformed"):
+                await admin.topic_list()
+    finally:
+        await server.close()

@@ -132,6 +132,18 @@ async def test_topic_config_and_stats(broker: BrokerController, client: Remoting
     assert broker.topics.get(TOPIC) is None
     assert broker.store.consumer_offsets.query_offset(GROUP, TOPIC, 0) == -1
 
+    # Created again, the topic's queues go on numbering; the put counters count one message.
+    await create_topic(client, broker, TOPIC, 2)
+    puts_before = broker.stats.puts.total
+    put(broker, 0, b"again")
+    assert broker.store.wait_dispatched()
+    assert broker.stats.puts.total == puts_before + 1
+
+    shrink = {"topic": "SCHEDULE_TOPIC_XXXX", "readQueueNums": "1", "writeQueueNums": "1", "perm": "6"}
+    system = await call(client, broker, RequestCode.UPDATE_AND_CREATE_TOPIC, shrink)
+    assert system.code == ResponseCode.SYSTEM_ERROR and "system topic" in (system.remark or "")
+    assert broker.topics.get("SCHEDULE_TOPIC_XXXX").write_queue_nums == 18  # type: ignore[union-attr]
+
 
 async def test_consume_stats_connections_and_who_consumes(
     broker: BrokerController, client: RemotingClient
@@ -171,8 +183,17 @@ async def test_consume_stats_connections_and_who_consumes(
     )
     assert again["consumeTps"] > 0
 
+    # A group unknown here gets an empty table, as from a Java broker.
     unknown = await call(client, broker, RequestCode.GET_CONSUME_STATS, {"consumerGroup": "never-seen"})
-    assert unknown.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+    assert unknown.code == ResponseCode.SUCCESS and fastjson.loads(unknown.body)["offsetTable"] == {}
+    # Offsets left on a topic the online group no longer subscribes to are not measured.
+    await create_topic(client, broker, "LeftBehind", 1)
+    left = {"consumerGroup": GROUP, "topic": "LeftBehind", "queueId": "0", "commitOffset": "0"}
+    assert (await call(client, broker, RequestCode.UPDATE_CONSUMER_OFFSET, left)).code == ResponseCode.SUCCESS
+    measured = fastjson.loads(
+        (await call(client, broker, RequestCode.GET_CONSUME_STATS, {"consumerGroup": GROUP})).body
+    )
+    assert {mq.topic for mq in measured["offsetTable"]} == {TOPIC}
 
     conns = await call(client, broker, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": GROUP})
     body = orjson.loads(conns.body)
@@ -248,9 +269,17 @@ async def test_reset_offset_by_time_commits_and_tells_online_consumers(
     assert broker.store.consumer_offsets.query_offset(GROUP, TOPIC, 0) == 6
 
     # An offline group is reset too: it resumes from the new offsets.
+    broker.store.consumer_offsets.commit_offset("test", "offline-group", TOPIC, 0, 4)
     offline = {"topic": TOPIC, "group": "offline-group", "timestamp": "0", "isForce": "true"}
     assert (await call(client, broker, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, offline)).code == 0
     assert broker.store.consumer_offsets.query_offset("offline-group", TOPIC, 0) == 0
+    # A group the broker never heard of (a typo) is refused, not created.
+    typo = {"topic": TOPIC, "group": "admin-gruop", "timestamp": "0", "isForce": "true"}
+    refused = await call(client, broker, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, typo)
+    assert refused.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST and "updateSubGroup" in (
+        refused.remark or ""
+    )
+    assert broker.store.consumer_offsets.query_offset("admin-gruop", TOPIC, 0) == -1
 
     nothing = {"topic": "NoSuchTopic", "group": GROUP, "timestamp": "0", "isForce": "true"}
     assert (await call(client, broker, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, nothing)).code == 17
@@ -375,7 +404,7 @@ async def test_running_info_and_consume_directly_are_relayed_to_the_consumer(
         "brokerName": "broker-x",
     }
     silent = await call(client, broker, RequestCode.CONSUME_MESSAGE_DIRECTLY, direct)
-    assert silent.code == ResponseCode.SYSTEM_ERROR and "did not answer" in (silent.remark or "")
+    assert silent.code == ResponseCode.CONSUME_MSG_TIMEOUT and "did not answer" in (silent.remark or "")
 
     def consume_directly(request: RemotingCommand, conn: Any) -> RemotingCommand:
         record = decode_record(request.body)
@@ -431,6 +460,8 @@ async def test_broker_config_changes_live_and_refuses_what_needs_a_restart(tmp_p
                 (b"listenPort=1234", "cannot change while the broker runs"),
                 (b"noSuchKey=1", "unknown broker setting"),
                 (b"brokerPermission=lots", "not a valid int"),
+                (b"brokerPermission=99", "0..15"),
+                (b"transactionCheckInterval=0", "must be positive"),
                 (b"autoCreateTopicEnable=true\njust words", "key=value"),
             ):
                 refused = await update(bad)
@@ -456,5 +487,12 @@ async def test_broker_config_changes_live_and_refuses_what_needs_a_restart(tmp_p
             assert await advertised_perm() == 4
             lines = (await call(client, broker, RequestCode.GET_BROKER_CONFIG)).body.decode()
             assert "brokerPermission=4\n" in lines
+            # The stored table keeps the topic's own permission; only the routes show the broker's.
+            configs = orjson.loads((await call(client, broker, RequestCode.GET_ALL_TOPIC_CONFIG)).body)
+            assert configs["topicConfigTable"][TOPIC]["perm"] == 6
+
+            assert broker.topics.get("TBW102") is None
+            assert (await update(b"autoCreateTopicEnable=true")).code == ResponseCode.SUCCESS
+            assert broker.topics.get("TBW102") is not None  # auto-creation works from now on
         finally:
             await client.close()

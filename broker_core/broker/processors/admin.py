@@ -22,14 +22,11 @@ from broker_core.config import config_properties, update_live_broker_config
 from broker_core.errors import ConfigError, MessageIllegalError, StoreError
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.headers import header_bool
 from broker_core.topics import SYSTEM_TOPICS, is_system_topic, retry_topic
 
 if TYPE_CHECKING:
     from broker_core.broker.controller import BrokerController
-
-
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("true", "1")
 
 
 class AdminProcessor:
@@ -41,6 +38,8 @@ class AdminProcessor:
     def update_and_create_topic(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
         fields = request.ext_fields
         topic = fields.get("topic", "")
+        if topic in SYSTEM_TOPICS or is_system_topic(topic):
+            return request.response(ResponseCode.SYSTEM_ERROR, f"the topic[{topic}] is a system topic")
         if topic == self.broker.config.broker_cluster_name:
             return request.response(
                 ResponseCode.SYSTEM_ERROR, f"the topic[{topic}] is conflict with system reserved words."
@@ -53,7 +52,7 @@ class AdminProcessor:
                 perm=int(fields.get("perm") or 6),
                 topic_filter_type=fields.get("topicFilterType") or "SINGLE_TAG",  # type: ignore[arg-type]
                 topic_sys_flag=int(fields.get("topicSysFlag") or 0),
-                order=_truthy(fields.get("order")),
+                order=header_bool(fields.get("order")),
             )
             self.broker.topics.update(config)
         except (ValueError, MessageIllegalError, StoreError) as exc:
@@ -77,7 +76,8 @@ class AdminProcessor:
         return request.response()
 
     def all_topic_config(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
-        return request.response(body=orjson.dumps(self.broker.topic_config_wrapper()))
+        """The topic table as stored (the routes may show the broker's permission instead)."""
+        return request.response(body=orjson.dumps(self.broker.topics.encode()))
 
     def topic_name_list(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
         return request.response(body=orjson.dumps({"topicList": sorted(self.broker.topics.all())}))
@@ -104,7 +104,7 @@ class AdminProcessor:
         if not group:
             return request.response(ResponseCode.SYSTEM_ERROR, "the request names no groupName")
         self.broker.groups.delete(group)
-        if _truthy(request.ext_fields.get("removeOffset")):
+        if header_bool(request.ext_fields.get("removeOffset")):
             store = self.broker.store
             assert store is not None
             store.consumer_offsets.remove_consumer_group(group)
@@ -144,6 +144,7 @@ class AdminProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR, f"cannot update the broker config: {exc}")
         permission_changed = new.broker_permission != self.broker.config.broker_permission
         self.broker.config = new
+        self.broker.ensure_system_topics()  # TBW102 appears when auto-creation is switched on
         if permission_changed:
             # Every topic is advertised with the broker's permission: the routes must change.
             self.broker.topics.next_version()

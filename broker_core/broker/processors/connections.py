@@ -4,8 +4,8 @@ GET_CONSUMER_CONNECTION_LIST (203) and GET_PRODUCER_CONNECTION_LIST (204) answer
 the client tables; GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY (309) are
 forwarded to the named consumer over its own connection and its answer relayed as it
 came (the C++ client's running-info body is not valid JSON; it is passed on untouched).
-The C++ client never answers CONSUME_MESSAGE_DIRECTLY: the requester gets a clear
-SYSTEM_ERROR when the consumer stays silent.
+The C++ client never answers CONSUME_MESSAGE_DIRECTLY: the requester gets
+CONSUME_MSG_TIMEOUT with a remark saying so when the consumer stays silent.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from broker_core.store.message import decode_message_id
 if TYPE_CHECKING:
     from broker_core.broker.controller import BrokerController
 
-FORWARD_TIMEOUT_S = 5.0
+# Well inside a tool's own timeout (AdminClient: 5 s), so the requester reads our remark.
+FORWARD_TIMEOUT_S = 3.0
 
 
 def subscription_json(
@@ -42,6 +43,11 @@ def subscription_json(
         "tagsSet": tag_list,
         "topic": topic,
     }
+
+
+def _forwarded(request: RemotingCommand) -> dict[str, str]:
+    """The requester's header as the consumer gets it (its own ACL signature left out)."""
+    return {k: v for k, v in request.ext_fields.items() if k not in ("AccessKey", "Signature")}
 
 
 class ConnectionProcessor:
@@ -92,9 +98,7 @@ class ConnectionProcessor:
         client = self._consumer(request)
         if isinstance(client, RemotingCommand):
             return client
-        fields = {key: request.ext_fields.get(key, "") for key in ("consumerGroup", "clientId")}
-        fields["jstackEnable"] = request.ext_fields.get("jstackEnable") or "false"
-        forward = RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, fields)
+        forward = RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, _forwarded(request))
         return await self._relay(request, client, forward)
 
     async def consume_message_directly(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
@@ -112,12 +116,8 @@ class ConnectionProcessor:
         record = store.commit_log.read(offset, msg.store_size) if msg is not None else None
         if not record:
             return request.response(ResponseCode.SYSTEM_ERROR, f"no message with msgId {msg_id} here")
-        fields = {
-            "consumerGroup": request.ext_fields.get("consumerGroup", ""),
-            "clientId": client.client_id,
-            "msgId": msg_id,
-            "brokerName": self.broker.config.broker_name,
-        }
+        fields = _forwarded(request)
+        fields.setdefault("brokerName", self.broker.config.broker_name)
         forward = RemotingCommand.request(RequestCode.CONSUME_MESSAGE_DIRECTLY, fields, bytes(record))
         return await self._relay(request, client, forward)
 
@@ -129,7 +129,7 @@ class ConnectionProcessor:
             answer = await client.conn.request(forward, FORWARD_TIMEOUT_S)
         except RemotingTimeoutError:
             return request.response(
-                ResponseCode.SYSTEM_ERROR,
+                ResponseCode.CONSUME_MSG_TIMEOUT,
                 f"consumer {client.client_id} did not answer within {FORWARD_TIMEOUT_S:g}s "
                 "(the C++ client never answers CONSUME_MESSAGE_DIRECTLY)",
             )

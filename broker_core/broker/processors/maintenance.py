@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from broker_core.broker.maintenance import FILE_EXPIRY, UnknownJobError
+from broker_core.broker.maintenance import FILE_EXPIRY, JobRun, UnknownJobError
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
 
@@ -31,8 +31,7 @@ class MaintenanceProcessor:
             run, _outcome = await self.broker.maintenance.run(job)
         except UnknownJobError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
-        code = ResponseCode.SUCCESS if run.ok else ResponseCode.SYSTEM_ERROR
-        return request.response(code, None if run.ok else run.result, body=orjson.dumps(run.to_json()))
+        return _answer(request, run)
 
     def status(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
         """Each job's last run by job name (a job that never ran is absent)."""
@@ -40,5 +39,10 @@ class MaintenanceProcessor:
 
     async def trigger_delete_files(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
         run, _outcome = await self.broker.maintenance.run(FILE_EXPIRY, manual=True)
-        code = ResponseCode.SUCCESS if run.ok else ResponseCode.SYSTEM_ERROR
-        return request.response(code, None if run.ok else run.result, body=orjson.dumps(run.to_json()))
+        return _answer(request, run)
+
+
+def _answer(request: RemotingCommand, run: JobRun) -> RemotingCommand:
+    """The run's record as JSON; a failed run is SYSTEM_ERROR with its reason as remark."""
+    code = ResponseCode.SUCCESS if run.ok else ResponseCode.SYSTEM_ERROR
+    return request.response(code, None if run.ok else run.result, body=orjson.dumps(run.to_json()))

@@ -4,7 +4,8 @@ For each queue of the topic the new offset is the first message stored at or aft
 ``timestamp`` (``-1``: the queue's end).  Without ``isForce`` an offset only moves back,
 never past what the group has consumed.  Unlike a Java broker, which refuses when the
 group is offline, Quiver commits the new offsets itself, so an offline group resumes
-from them; online consumers are told at once with RESET_CONSUMER_CLIENT_OFFSET (220),
+from them (a group the broker knows nothing of is refused: a typo must not create
+one); online consumers are told at once with RESET_CONSUMER_CLIENT_OFFSET (220),
 in the body shape their language reads (the C++ client parses only an array).
 """
 
@@ -21,6 +22,7 @@ from broker_core.messagequeue import MessageQueue
 from broker_core.remoting import fastjson
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.headers import header_bool, header_bool_for
 
 if TYPE_CHECKING:
     from broker_core.broker.controller import BrokerController
@@ -38,13 +40,6 @@ def offset_table_body(offsets: dict[MessageQueue, int], language: str) -> bytes:
     return fastjson.dumps({"offsetTable": dict(sorted(offsets.items()))})
 
 
-def _flag(value: bool, language: str) -> str:
-    """The C++ client reads booleans with atoi, Java with parseBoolean."""
-    if language == "CPP":
-        return "1" if value else "0"
-    return "true" if value else "false"
-
-
 class ResetOffsetProcessor:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
@@ -52,7 +47,7 @@ class ResetOffsetProcessor:
     def reset_offset(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
         fields = request.ext_fields
         topic, group = fields.get("topic", ""), fields.get("group", "")
-        force = (fields.get("isForce") or "").strip().lower() in ("true", "1")
+        force = header_bool(fields.get("isForce"))
         try:
             timestamp = int(fields.get("timestamp") or TO_MAX_OFFSET)
         except ValueError:
@@ -62,6 +57,12 @@ class ResetOffsetProcessor:
         config = self.broker.topics.get(topic)
         if config is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        if not self._known_group(group):
+            return request.response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"the consumer group[{group}] not exist here (no config, offsets or clients); "
+                "create it first (updateSubGroup) to reset a group that has never consumed",
+            )
         try:
             offsets = self._reset(group, topic, config.write_queue_nums, timestamp, force, conn)
         except MessageIllegalError as exc:
@@ -72,6 +73,16 @@ class ResetOffsetProcessor:
             "reset offsets of group %s in %s to %s (force=%s): %s", group, topic, timestamp, force, offsets
         )
         return request.response(body=offset_table_body(offsets, request.language))
+
+    def _known_group(self, group: str) -> bool:
+        """A typo must not create a group: it needs a config, offsets or an online client."""
+        store = self.broker.store
+        assert store is not None
+        return bool(
+            self.broker.groups.get(group)
+            or store.consumer_offsets.which_topics_by_consumer_group(group)
+            or self.broker.clients.consumer_ids(group)
+        )
 
     def _reset(
         self, group: str, topic: str, queues: int, timestamp: int, force: bool, conn: Any
@@ -108,7 +119,7 @@ class ResetOffsetProcessor:
                 "topic": topic,
                 "group": group,
                 "timestamp": str(timestamp),
-                "isForce": _flag(force, client.language),
+                "isForce": header_bool_for(force, client.language),
             },
             offset_table_body(offsets, client.language),
             oneway=True,

@@ -17,6 +17,7 @@ from broker_core.messagequeue import MessageQueue
 from broker_core.remoting import fastjson
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
+from broker_core.store.cleanup import disk_used_ratio
 
 if TYPE_CHECKING:
     from broker_core.broker.controller import BrokerController
@@ -59,21 +60,26 @@ class StatsProcessor:
         """Per queue of each topic the group consumes here: broker and consumer offsets.
 
         The topics are those the group committed offsets in, or subscribes to while
-        online; ``topic`` narrows them to one.  Lag is brokerOffset - consumerOffset.
+        online; ``topic`` narrows them to one.  Lag is brokerOffset - consumerOffset.  A
+        group unknown here gets an empty table (tools decide what that means).
         """
         group = request.ext_fields.get("consumerGroup", "")
         only = request.ext_fields.get("topic") or None
         store = self._store
         topics = store.consumer_offsets.which_topics_by_consumer_group(group)
+        subscribed: set[str] = set()
         for client in self.broker.clients.consumer_clients(group):
-            topics.update(client.subscriptions)
+            subscribed.update(client.subscriptions)
+        topics |= subscribed
         if only is not None:
             topics = {only} if only in topics or self.broker.topics.get(only) else set()
         name = self.broker.config.broker_name
         table: dict[MessageQueue, dict[str, int]] = {}
         for topic in sorted(topics):
             config = self.broker.topics.get(topic)
-            if config is None:
+            # An online group is measured on what it subscribes to now, not on topics it
+            # left behind (their lag would only grow), as RocketMQ does.
+            if config is None or (subscribed and topic not in subscribed):
                 continue
             for queue_id in range(config.read_queue_nums):
                 consumer_offset = max(0, store.consumer_offsets.query_offset(group, topic, queue_id))
@@ -85,10 +91,6 @@ class StatsProcessor:
                     "consumerOffset": consumer_offset,
                     "lastTimestamp": last,
                 }
-        if not table and not self.broker.groups.get(group) and not self.broker.clients.consumer_ids(group):
-            return request.response(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"the consumer group[{group}] not exist"
-            )
         body = {"consumeTps": round(self.broker.stats.get_tps(group, only), 2), "offsetTable": table}
         return request.response(body=fastjson.dumps(body))
 
@@ -109,6 +111,7 @@ class StatsProcessor:
 
     def runtime_table(self) -> dict[str, str]:
         broker, store, stats = self.broker, self._store, self.broker.stats
+        stats.roll_day()
         uptime_s = max(0, (broker.clock_ms() - broker.boot_timestamp) // 1000)
         table: dict[str, Any] = {
             "brokerVersionDesc": f"Quiver {__version__}",
@@ -127,7 +130,8 @@ class StatsProcessor:
             "putTps": " ".join(_tps(stats.put_tps(None, s)) for s in (10, 60, 600)),
             "getTransferedTps": " ".join(_tps(stats.get_tps(None, None, s)) for s in (10, 60, 600)),
             "earliestMessageTimeStamp": max(0, store.get_earliest_message_time()),
-            "commitLogDiskRatio": f"{store.check_disk_space():.4f}",
+            # Read only: check_disk_space() would also act on what it finds.
+            "commitLogDiskRatio": f"{disk_used_ratio(store.root):.4f}",
             "flushDiskType": store.config.flush_disk_type,
             "consumerGroups": len(broker.clients.consumer_groups()),
             "producerGroups": len(broker.clients.producer_groups()),

@@ -20,7 +20,7 @@ def beat(tables: ClientTables, client_id: str, conn: Connection, now_ms: int) ->
     body = {
         "clientID": client_id,
         "producerDataSet": [{"groupName": "P"}],
-        "consumerDataSet": [{"groupName": "G", "consumeFromWhere": 1, "subscriptionDataSet": []}],
+        "consumerDataSet": [{"groupName": "G", "consumeFromWhere": 4, "subscriptionDataSet": []}],
     }
     return tables.heartbeat(body, conn, language="CPP", version=317, now_ms=now_ms)
 
@@ -38,6 +38,7 @@ def test_heartbeats_record_language_version_and_consume_from_where() -> None:
         "version": 317,
     }
     assert client.consume_from_where == "CONSUME_FROM_FIRST_OFFSET" and client.last_update_ms == 10
+    assert client.consume_type == "CONSUME_PASSIVELY"  # absent: the push default
     assert tables.producer_groups() == ["P"] and tables.consumer_groups() == ["G"]
 
 

@@ -26,11 +26,11 @@ def test_old_buckets_are_forgotten_after_the_window() -> None:
     assert counter.rate(1, now_s=6 + 2 * WINDOW_S) == 5.0
 
 
-def test_puts_are_counted_from_queue_ends_and_gets_per_group() -> None:
+def test_puts_are_counted_per_topic_and_gets_per_group() -> None:
     clock = [1000.0]
-    stats = BrokerStats([(("T", 0), 40)], monotonic_s=lambda: clock[0])
-    stats.on_arrival({("T", 0): 43, ("U", 1): 2})  # 3 new in T (it had 40 at boot), 2 in a new queue
-    stats.on_arrival({("T", 0): 43})  # a repeat report adds nothing
+    stats = BrokerStats(monotonic_s=lambda: clock[0])
+    stats.on_arrival({("T", 0): 3, ("U", 1): 2})
+    stats.on_arrival({("T", 1): 0})  # nothing new there
     stats.record_get("g", "T", 4)
     stats.record_get("h", "T", 1)
     clock[0] += 1
@@ -42,10 +42,16 @@ def test_puts_are_counted_from_queue_ends_and_gets_per_group() -> None:
     assert "T" not in stats.topic_puts
 
 
-def test_the_day_rolls_over_at_the_first_event_of_a_new_day() -> None:
+def test_the_day_rolls_over_when_asked_on_a_new_day() -> None:
     day = [date(2026, 1, 1)]
     stats = BrokerStats(monotonic_s=lambda: 0.0, today=lambda: day[0])
     stats.on_arrival({("T", 0): 7})
+    stats.roll_day()
+    assert stats.put_total_today_morning == 0  # the same day: nothing moves
     day[0] = date(2026, 1, 2)
-    stats.on_arrival({("T", 0): 9})
+    stats.roll_day()
+    stats.on_arrival({("T", 0): 2})
     assert stats.put_total_today_morning == 7 and stats.puts.total == 9
+    day[0] = date(2026, 1, 3)
+    stats.roll_day()
+    assert stats.put_total_yesterday_morning == 7 and stats.put_total_today_morning == 9

@@ -36,7 +36,18 @@ def test_standard_json_goes_through_unchanged() -> None:
 
 
 @pytest.mark.parametrize(
-    "raw", [b"", b"{", b'{"a":}', b'{{"a":1}}', b"[1,]", b"\xff\xfe", b"{" * 100 + b"}" * 100, b"[1] x"]
+    "raw",
+    [
+        b"",
+        b"{",
+        b'{"a":}',
+        b'{{"a":1}}',
+        b"[1,]",
+        b"\xff\xfe",
+        b"{" * 100 + b"}" * 100,
+        b"{" * 3000,
+        b"[1] x",
+    ],
 )
 def test_garbage_is_a_clear_error(raw: bytes) -> None:
     with pytest.raises(FastjsonError):
