@@ -22,6 +22,7 @@ from broker_core.broker.topics import PERM_INHERIT, TopicConfig, is_inherited, i
 from broker_core.broker.transaction import is_prepared, to_half
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.headers import header_bool
 from broker_core.store.message import COMPRESSED_FLAG, MessageBatchInner, MessageInner, decode_properties
 from broker_core.store.results import PutMessageResult, PutMessageStatus
 from broker_core.topics import SCHEDULE_TOPIC, topic_problem
@@ -71,10 +72,6 @@ class SendError(Exception):
         super().__init__(remark)
         self.code = code
         self.remark = remark
-
-
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("true", "1")
 
 
 def _int(fields: dict[str, str], name: str, default: int) -> int:
@@ -151,7 +148,7 @@ class SendHeader:
             flag,
             get("properties", ""),
             reconsume_times,
-            code == _BATCH_CODE or _truthy(get("batch")),
+            code == _BATCH_CODE or header_bool(get("batch")),
         )
 
 
