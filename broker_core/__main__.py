@@ -14,12 +14,11 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 from typing import Any
 
-from broker_core.cli.admin import add_admin_commands
+from broker_core.cli.admin import add_admin_commands, run_command_line
 from broker_core.config import NamesrvConfig, StoreConfig, load_broker_config, load_properties
 from broker_core.namesrv.server import NamesrvServer
 from broker_core.store.store import MessageStore
@@ -114,11 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s"
-    )
-    return int(args.func(args))
+    return run_command_line(build_parser(), argv)
 
 
 def namesrv_main() -> int:

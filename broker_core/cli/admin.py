@@ -580,13 +580,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``quiver-admin``."""
-    args = build_parser().parse_args(argv)
+def run_command_line(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
+    """Parse ``argv``, set up logging (``-v``: INFO), run the chosen command; its exit status."""
+    args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s"
     )
     return int(args.func(args))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``quiver-admin``."""
+    return run_command_line(build_parser(), argv)
 
 
 if __name__ == "__main__":
