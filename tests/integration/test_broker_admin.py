@@ -420,7 +420,7 @@ async def test_running_info_and_consume_directly_are_relayed_to_the_consumer(
 
 
 async def test_silent_clients_expire_and_their_group_is_told(tmp_path: Path) -> None:
-    settings = {"client_channel_expired_time": 400, "client_housekeeping_interval": 100}
+    settings = {"client_channel_expired_time": 800, "client_housekeeping_interval": 100}
     async with run_broker(tmp_path / "store", **settings) as broker:
         quiet, chatty = RemotingClient(), RemotingClient()
         notified: list[str] = []
@@ -430,7 +430,7 @@ async def test_silent_clients_expire_and_their_group_is_told(tmp_path: Path) -> 
         )
         try:
             await heartbeat(quiet, broker, "quiet")
-            for _ in range(12):  # chatty keeps heartbeating; quiet said one word only
+            for _ in range(20):  # chatty keeps heartbeating; quiet said one word only
                 await heartbeat(chatty, broker, "chatty")
                 await asyncio.sleep(0.1)
             assert broker.clients.consumer_ids(GROUP) == ["chatty"]

@@ -322,7 +322,7 @@ async def test_it_closes_idle_connections_but_not_busy_or_talking_ones() -> None
         await release.wait()
         return request.response()
 
-    server = RemotingServer(idle_timeout=0.3)
+    server = RemotingServer(idle_timeout=0.5)
     server.register(RequestCode.HEART_BEAT, echo)
     server.register(RequestCode.PULL_MESSAGE, hold)
     await server.start()
@@ -332,7 +332,7 @@ async def test_it_closes_idle_connections_but_not_busy_or_talking_ones() -> None
         held = asyncio.ensure_future(
             busy.invoke(server.address, RemotingCommand.request(RequestCode.PULL_MESSAGE), timeout=5)
         )
-        for _ in range(8):  # 0.8 s of a request every 0.1 s
+        for _ in range(15):  # 1.5 s of a request every 0.1 s
             await chatty.invoke(server.address, RemotingCommand.request(RequestCode.HEART_BEAT))
             await asyncio.sleep(0.1)
         assert not idle.connections  # closed by the server
