@@ -94,7 +94,10 @@ class FlushCommitLogService:
             if self.sync:
                 self._gather()
             self._flush_once()
-            self._housekeeping()
+            try:
+                self._housekeeping()
+            except Exception:  # preparing the next file is optional; flushing is not
+                log.exception("flush-thread housekeeping failed")
         self._flush_once()
 
     def _gather(self) -> None:

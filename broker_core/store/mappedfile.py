@@ -75,11 +75,13 @@ class MappedFile:
         "_closed",
     )
 
-    def __init__(self, path: Path, file_size: int, *, create: bool) -> None:
+    def __init__(self, path: Path, file_size: int, *, create: bool, exclusive: bool = False) -> None:
+        """Open (``create``: or create) the file at ``path``; ``exclusive`` refuses one that
+        exists already (FileExistsError), for files that must be new."""
         self.path = path
         self.file_size = file_size
         self.file_from_offset = int(path.name)
-        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        flags = os.O_RDWR | (os.O_CREAT if create else 0) | (os.O_EXCL if exclusive else 0)
         fd = os.open(path, flags, 0o644)
         try:
             actual = os.fstat(fd).st_size

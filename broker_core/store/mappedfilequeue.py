@@ -58,18 +58,34 @@ class _Preallocator:
         self._taken: set[int] = set()
 
     def request(self, offset: int) -> None:
+        """Start preparing the file at ``offset``, unless one is under way or it was claimed.
+
+        A request can come late (the flusher read the queue's last file, then the writer
+        rolled past it): an offset already claimed by ``take`` is never prepared, so a
+        live file is never reopened, kept pending, and destroyed by ``discard``.
+        """
         with self._lock:
             if self._current is not None or offset in self._taken:
                 return
             self._current = prep = _Preparation(offset)
-        threading.Thread(
-            target=self._run, args=(prep,), name=f"preallocate-{self._directory.name}", daemon=True
-        ).start()
+        try:
+            threading.Thread(
+                target=self._run, args=(prep,), name=f"preallocate-{self._directory.name}", daemon=True
+            ).start()
+        except BaseException as exc:  # no thread: nobody may wait for this preparation
+            prep.error = exc
+            prep.created.set()
+            prep.warmed.set()
+            raise
 
     def _run(self, prep: _Preparation) -> None:
         try:
+            # Never an existing file: that would be a live one (take() then creates it).
             prep.file = MappedFile(
-                self._directory / offset_to_file_name(prep.offset), self._file_size, create=True
+                self._directory / offset_to_file_name(prep.offset),
+                self._file_size,
+                create=True,
+                exclusive=True,
             )
         except BaseException as exc:  # reported to whoever takes the file
             prep.error = exc
@@ -84,10 +100,15 @@ class _Preallocator:
             prep.warmed.set()
 
     def take(self, offset: int) -> MappedFile | None:
-        """The preallocated file for ``offset`` (waiting until it exists, not until warm), else None."""
+        """The preallocated file for ``offset`` (waiting until it exists, not until warm).
+
+        None when none is being prepared for it: then the offset is claimed all the same,
+        in the same locked step, and the caller creates the file itself.
+        """
         with self._lock:
             prep = self._current
             if prep is None or prep.offset != offset:
+                self._taken.add(offset)
                 return None
         prep.created.wait()
         with self._lock:
@@ -118,8 +139,9 @@ class _Preallocator:
             return
         prep.created.wait()
         with self._lock:
-            if self._current is prep:
-                self._current = None
+            if self._current is not prep:
+                return  # ``take`` handed it to the writer meanwhile: it is live now
+            self._current = None
         if prep.file is not None:
             prep.file.destroy()  # waits for a warm-up under way to stop
 

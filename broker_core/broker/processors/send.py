@@ -11,6 +11,7 @@ without them.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import zlib
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
     from broker_core.broker.controller import BrokerController
 
 log = logging.getLogger(__name__)
+
+# A zlib stream's first byte (deflate, 32 KiB window).  A batch's first item cannot start
+# so: its TOTALSIZE would be nearly 2 GiB.
+ZLIB_FIRST_BYTE = b"\x78"
 
 # V2 header letter -> V1 field name (RocketMQ SendMessageRequestHeaderV2).
 V2_FIELDS = {
@@ -170,25 +175,53 @@ class SendProcessor:
             header = SendHeader.parse(request)
             topic_config = self._writable_topic(header)
             queue_id = self._queue_id(header, topic_config)
+            if header.batch and header.sys_flag & COMPRESSED_FLAG and request.body[:1] == ZLIB_FIRST_BYTE:
+                return self._store_compressed_batch(request, header, queue_id, conn)
             result = self._append(request, header, queue_id, conn)
         except SendError as exc:
             return request.response(exc.code, exc.remark, ext_fields={})
+        return self._answer(request, result, queue_id)
+
+    def _answer(
+        self, request: RemotingCommand, result: PutMessageResult, queue_id: int
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         if result.async_flush is not None:
             return self._answer_when_flushed(request, result, queue_id)
         return self._response(request, result, queue_id)
 
-    def _append(
+    async def _store_compressed_batch(
         self, request: RemotingCommand, header: SendHeader, queue_id: int, conn: Any
+    ) -> RemotingCommand:
+        """A batch body compressed as a whole: inflated off the event loop (zlib lets go of
+        the GIL), then stored item by item uncompressed."""
+        loop = asyncio.get_running_loop()
+        try:
+            body = await loop.run_in_executor(None, self._inflate_batch, request.body)
+            # The items are stored as they were before compression.
+            result = self._append(request, header, queue_id, conn, body, header.sys_flag & ~COMPRESSED_FLAG)
+        except SendError as exc:
+            return request.response(exc.code, exc.remark, ext_fields={})
+        answer = self._answer(request, result, queue_id)
+        return answer if isinstance(answer, RemotingCommand) else await answer
+
+    def _append(
+        self,
+        request: RemotingCommand,
+        header: SendHeader,
+        queue_id: int,
+        conn: Any,
+        batch_body: bytes | None = None,
+        batch_sys_flag: int | None = None,
     ) -> PutMessageResult:
         """Append the message (or batch) without waiting for the disk."""
         store = self.broker.store
         assert store is not None
         born_host = getattr(conn, "remote_address", "127.0.0.1:0")
         if header.batch:
-            body, sys_flag = request.body, header.sys_flag
-            if sys_flag & COMPRESSED_FLAG:
-                body = self._inflate_batch(body)
-                sys_flag &= ~COMPRESSED_FLAG  # the items are stored as they were before compression
+            # A batch whose COMPRESSED flag came without a zlib stream has each item's body
+            # compressed (as Java stores such a batch): the flag stays on every item.
+            body = request.body if batch_body is None else batch_body
+            sys_flag = header.sys_flag if batch_sys_flag is None else batch_sys_flag
             batch = MessageBatchInner(
                 header.topic,
                 queue_id,
@@ -220,9 +253,13 @@ class SendProcessor:
 
         The C++ client compresses any body of 4 KiB or more, a batch's included, so a
         batch of a few 1 KiB messages arrives compressed.  The inflated body may be no
-        larger than an uncompressed request could have carried (the frame size limit).
+        larger than an uncompressed batch could be (maxMessageSize, as RocketMQ bounds a
+        batch body, and never more than a frame), which also bounds the work a small
+        malicious body can cause.
         """
-        limit = self.broker.config.max_frame_size_bytes
+        store = self.broker.store
+        assert store is not None
+        limit = min(store.config.max_message_size, self.broker.config.max_frame_size_bytes)
         inflater = zlib.decompressobj()
         try:
             raw = inflater.decompress(body, limit + 1)
@@ -236,6 +273,8 @@ class SendProcessor:
             )
         if not inflater.eof:
             raise SendError(ResponseCode.MESSAGE_ILLEGAL, "the compressed batch body is truncated")
+        if inflater.unused_data:
+            raise SendError(ResponseCode.MESSAGE_ILLEGAL, "the compressed batch body has data after its end")
         return raw
 
     async def _answer_when_flushed(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import zlib
+from collections.abc import Awaitable
 from pathlib import Path
 
 import pytest
@@ -13,16 +14,25 @@ from broker_core.broker.processors.send import SendError, SendHeader, SendProces
 from broker_core.broker.topics import TopicConfig
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.connection import Connection
 from broker_core.store.message import COMPRESSED_FLAG, decode_record, encode_batch, encode_properties
 from broker_core.testing import run_broker
 
 TOPIC = "SendTopic"
 
 
-class PeerConnection:
-    """What the processor reads from a connection: the producer's address."""
+PEER = "127.0.0.1:50123"
 
-    remote_address = "127.0.0.1:50123"
+
+def PeerConnection() -> Connection:  # noqa: N802 - reads as the connection it returns
+    """A connection not attached to a socket: the processor reads only the producer's address."""
+    conn = Connection()
+    conn.remote_address = PEER
+    return conn
+
+
+async def answered(answer: RemotingCommand | Awaitable[RemotingCommand]) -> RemotingCommand:
+    return answer if isinstance(answer, RemotingCommand) else await answer
 
 
 def send_request(body: bytes = b"hello", queue_id: int = 1, topic: str = TOPIC) -> RemotingCommand:
@@ -53,7 +63,7 @@ async def test_an_async_flush_send_is_answered_inline_with_where_it_went(tmp_pat
         assert broker.store is not None and broker.store.wait_dispatched()
         (record,) = broker.store.get_message(TOPIC, 1, 0, 32).messages
         stored = decode_record(record)
-        assert stored.body == b"hello" and stored.born_host == PeerConnection.remote_address
+        assert stored.body == b"hello" and stored.born_host == PEER
         assert answer.ext_fields["msgId"] == stored.msg_id
 
 
@@ -94,10 +104,12 @@ async def test_a_batch_the_client_compressed_is_stored_item_by_item_uncompressed
     items = batch_items(8)  # 8 KiB of bodies: the C++ client compresses a batch body from 4 KiB
     async with run_broker(tmp_path) as broker:
         broker.topics.update(TopicConfig(TOPIC, 4, 4, 6))
-        answer = SendProcessor(broker).handle(
+        handled = SendProcessor(broker).handle(
             batch_request(zlib.compress(encode_batch(items), 5), COMPRESSED_FLAG), PeerConnection()
         )
-        assert type(answer) is RemotingCommand and answer.code == ResponseCode.SUCCESS, answer.remark
+        assert inspect.isawaitable(handled)  # inflated off the event loop
+        answer = await handled
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
         assert len(answer.ext_fields["msgId"].split(",")) == len(items)
         assert broker.store is not None and broker.store.wait_dispatched()
         stored = [decode_record(r) for r in broker.store.get_message(TOPIC, 2, 0, 32).messages]
@@ -112,15 +124,17 @@ async def test_a_batch_the_client_compressed_is_stored_item_by_item_uncompressed
         (b"\x78\x5e not zlib at all", "corrupt"),
         (zlib.compress(encode_batch(batch_items(8)))[:-10], "truncated"),
         (zlib.compress(b"\0" * (64 * 1024 + 1)), "inflates to more than 65536 bytes"),
+        (zlib.compress(encode_batch(batch_items(8))) + b"tail", "data after its end"),
     ],
 )
 async def test_a_bad_compressed_batch_is_refused_and_nothing_is_stored(
     tmp_path: Path, body: bytes, remark: str
 ) -> None:
-    async with run_broker(tmp_path, max_frame_size_bytes=64 * 1024) as broker:
+    async with run_broker(tmp_path, store={"max_message_size": 64 * 1024}) as broker:
         broker.topics.update(TopicConfig(TOPIC, 4, 4, 6))
-        answer = SendProcessor(broker).handle(batch_request(body, COMPRESSED_FLAG), PeerConnection())
-        assert type(answer) is RemotingCommand
+        answer = await answered(
+            SendProcessor(broker).handle(batch_request(body, COMPRESSED_FLAG), PeerConnection())
+        )
         assert answer.code == ResponseCode.MESSAGE_ILLEGAL and remark in (answer.remark or "")
         assert broker.store is not None and broker.store.get_max_offset_in_queue(TOPIC, 2) == 0
 
@@ -144,3 +158,22 @@ def test_a_header_number_that_is_no_number_is_named(name: str) -> None:
         SendHeader.parse(request)
     assert caught.value.code == ResponseCode.SYSTEM_ERROR
     assert caught.value.remark == f"header field {name} is not a number: '12x'"
+
+
+async def test_a_batch_flagged_compressed_without_a_zlib_stream_keeps_the_flag_on_each_item(
+    tmp_path: Path,
+) -> None:
+    # As a Java broker stores it: COMPRESSED on a batch means each item's body is compressed.
+    items = [(zlib.compress(b"item-%d" % i), {"TAGS": "TagA"}, 0) for i in range(3)]
+    async with run_broker(tmp_path) as broker:
+        broker.topics.update(TopicConfig(TOPIC, 4, 4, 6))
+        answer = await answered(
+            SendProcessor(broker).handle(
+                batch_request(encode_batch(items), COMPRESSED_FLAG), PeerConnection()
+            )
+        )
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        assert broker.store is not None and broker.store.wait_dispatched()
+        stored = [decode_record(r) for r in broker.store.get_message(TOPIC, 2, 0, 32).messages]
+        assert [m.uncompressed_body() for m in stored] == [b"item-%d" % i for i in range(3)]
+        assert all(m.sys_flag & COMPRESSED_FLAG for m in stored)

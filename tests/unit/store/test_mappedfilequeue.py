@@ -81,3 +81,60 @@ def test_a_pending_file_is_removed_when_discarded(tmp_path: Path, slow_warm: thr
     queue._preallocator.discard()  # waits for the warm-up to stop, then deletes the file
     assert list(tmp_path.iterdir()) == []
     assert queue.wait_prepared(timeout=1)
+
+
+def test_a_late_request_for_a_file_the_writer_created_itself_is_ignored(tmp_path: Path) -> None:
+    # The flusher read the last file (half written), then lost the GIL; the writer filled it
+    # and rolled with nothing prepared, creating the next file itself.  The flusher's late
+    # request for that offset must not reopen the live file (and discard must not delete it).
+    queue = MappedFileQueue(tmp_path, FILE_SIZE, preallocate=True, warm=False)
+    fill(queue)  # file 0, created by the writer
+    live = queue.last_for_write()  # file 1, nothing prepared: created by the writer too
+    live.append(b"acknowledged")
+    assert queue._preallocator is not None
+    queue._preallocator.request(FILE_SIZE)  # the late request
+    assert queue._preallocator._current is None
+    queue._preallocator.discard()
+    assert live.path.exists() and bytes(live.mm[:12]) == b"acknowledged"
+    queue.prepare_next_if_due()  # still prepares what comes next
+    fill(queue)
+    assert queue.last_for_write().file_from_offset == 2 * FILE_SIZE
+    for mf in queue.files:
+        mf.close()
+
+
+def test_discard_leaves_a_file_that_a_roll_took_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    created = threading.Event()
+    init = MappedFile.__init__
+
+    def slow_create(self: MappedFile, *args: object, **kwargs: object) -> None:
+        assert created.wait(10)
+        init(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(MappedFile, "__init__", slow_create)
+    queue = MappedFileQueue(tmp_path, FILE_SIZE, preallocate=True, warm=False)
+    queue.prepare_ahead()  # file 0 being created (held)
+    assert queue._preallocator is not None
+    taken: list[MappedFile] = []
+    taker = threading.Thread(target=lambda: taken.append(queue.last_for_write()))
+    taker.start()
+    discarder = threading.Thread(target=queue._preallocator.discard)
+    discarder.start()
+    created.set()
+    taker.join(5)
+    discarder.join(5)
+    (live,) = taken
+    assert not live.closed and live.path.exists()
+    live.append(b"still usable")
+    live.close()
+
+
+def test_the_preallocator_never_opens_an_existing_file(tmp_path: Path) -> None:
+    (tmp_path / f"{0:020d}").write_bytes(b"live data")
+    queue = MappedFileQueue(tmp_path, FILE_SIZE, preallocate=True, warm=False)
+    queue.prepare_ahead()  # no files loaded: asks for file 0, which exists
+    assert queue.wait_prepared(timeout=5)
+    assert queue._preallocator is not None and queue._preallocator.take(0) is None
+    assert (tmp_path / f"{0:020d}").read_bytes()[:9] == b"live data"
