@@ -13,7 +13,7 @@ not at all.  A send that failed outright is "isolated": it is bracketed as if it
 ``ISOLATION_LATENCY_MS`` (30 s, hence 10 minutes), though its real latency is what is
 remembered for ranking.  A broker is available again from the instant its avoidance ends.
 
-Queue choice with the strategy on (``MQFaultStrategy.select_one_message_queue``):
+Queue choice with the strategy on (``FaultStrategy.select_one_message_queue``):
 
 1. from the next round-robin position, one turn over the topic's queues for a queue
    whose broker is available.  As in Java 4.8 and later, the broker of the failed attempt
@@ -142,18 +142,18 @@ class LatencyFaultTolerance:
         return items[self._which_item_worst.increment_and_get() % half].broker_name
 
 
-class MQFaultStrategy:
-    """The producer's queue choice, with latency fault tolerance when ``enabled``.
+class FaultStrategy:
+    """The producer's queue choice with latency fault tolerance (RocketMQ ``MQFaultStrategy``).
 
-    ``enabled`` is the producer's ``sendLatencyFaultEnable``, off by default as in
-    RocketMQ; while it is off the strategy only avoids the last failed broker on a retry.
-    Thread-safe.
+    ``send_latency_fault_enable`` (RocketMQ's ``sendLatencyFaultEnable``) is off by default,
+    as in RocketMQ; while it is off the strategy only avoids the last failed broker on a
+    retry.  Thread-safe.
     """
 
     def __init__(
         self,
         *,
-        enabled: bool = False,
+        send_latency_fault_enable: bool = False,
         now_ms: Callable[[], int] = monotonic_ms,
         latency_max_ms: Sequence[int] = LATENCY_MAX_MS,
         not_available_duration_ms: Sequence[int] = NOT_AVAILABLE_DURATION_MS,
@@ -166,7 +166,7 @@ class MQFaultStrategy:
         """
         if len(latency_max_ms) != len(not_available_duration_ms):
             raise ValueError("latency_max_ms and not_available_duration_ms must be the same length")
-        self.enabled = enabled
+        self.send_latency_fault_enable = send_latency_fault_enable
         self.latency_max_ms = tuple(latency_max_ms)
         self.not_available_duration_ms = tuple(not_available_duration_ms)
         self.tolerance = LatencyFaultTolerance(now_ms, start=start)
@@ -178,7 +178,7 @@ class MQFaultStrategy:
         the broker is then avoided as if the send had taken ``ISOLATION_LATENCY_MS``.
         Ignored while the strategy is off.
         """
-        if not self.enabled:
+        if not self.send_latency_fault_enable:
             return
         bracketed_ms = ISOLATION_LATENCY_MS if isolation else current_latency_ms
         duration = not_available_ms_for(bracketed_ms, self.latency_max_ms, self.not_available_duration_ms)
@@ -196,7 +196,7 @@ class MQFaultStrategy:
 
         Raises LookupError when the topic has no sendable queue (check ``tpinfo.ok()``).
         """
-        if not self.enabled:
+        if not self.send_latency_fault_enable:
             return tpinfo.select_one_message_queue(last_broker_name)
         if not tpinfo.ok():
             raise LookupError(f"topic {tpinfo.topic!r} has no writable queue")

@@ -8,8 +8,8 @@ import pytest
 
 from broker_core.client.producer.faulttolerance import (
     ISOLATION_LATENCY_MS,
+    FaultStrategy,
     LatencyFaultTolerance,
-    MQFaultStrategy,
     not_available_ms_for,
 )
 from broker_core.client.producer.queues import TopicPublishInfo
@@ -39,8 +39,8 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def strategy(clock: Clock) -> MQFaultStrategy:
-    return MQFaultStrategy(enabled=True, now_ms=clock)
+def strategy(clock: Clock) -> FaultStrategy:
+    return FaultStrategy(send_latency_fault_enable=True, now_ms=clock)
 
 
 def publish_info(*broker_names: str, queues: int = 4, start: int = 0) -> TopicPublishInfo:
@@ -83,7 +83,7 @@ def test_it_brackets_latencies_as_rocketmq_does(latency: int, avoided: int) -> N
 
 @pytest.mark.parametrize(("latency", "avoided"), BRACKETS)
 def test_it_avoids_a_broker_for_exactly_its_brackets_duration(
-    strategy: MQFaultStrategy, clock: Clock, latency: int, avoided: int
+    strategy: FaultStrategy, clock: Clock, latency: int, avoided: int
 ) -> None:
     strategy.update_fault_item("broker-a", latency, isolation=False)
     if avoided:
@@ -96,7 +96,7 @@ def test_it_avoids_a_broker_for_exactly_its_brackets_duration(
 
 
 def test_a_600_ms_send_keeps_its_broker_out_for_30_s_and_a_40_ms_one_not_at_all(
-    strategy: MQFaultStrategy, clock: Clock
+    strategy: FaultStrategy, clock: Clock
 ) -> None:
     strategy.update_fault_item("broker-a", 600, isolation=False)
     strategy.update_fault_item("broker-b", 40, isolation=False)
@@ -107,7 +107,7 @@ def test_a_600_ms_send_keeps_its_broker_out_for_30_s_and_a_40_ms_one_not_at_all(
 
 
 def test_a_failed_send_isolates_its_broker_for_ten_minutes_but_keeps_its_real_latency(
-    strategy: MQFaultStrategy, clock: Clock
+    strategy: FaultStrategy, clock: Clock
 ) -> None:
     strategy.update_fault_item("broker-a", 12, isolation=True)
     assert not_available_ms_for(ISOLATION_LATENCY_MS) == 600_000
@@ -119,7 +119,7 @@ def test_a_failed_send_isolates_its_broker_for_ten_minutes_but_keeps_its_real_la
     assert strategy.is_available("broker-a")
 
 
-def test_a_later_report_replaces_the_earlier_one(strategy: MQFaultStrategy, clock: Clock) -> None:
+def test_a_later_report_replaces_the_earlier_one(strategy: FaultStrategy, clock: Clock) -> None:
     strategy.update_fault_item("broker-a", 3000, isolation=False)
     clock.advance(1000)
     strategy.update_fault_item("broker-a", 20, isolation=False)
@@ -127,25 +127,25 @@ def test_a_later_report_replaces_the_earlier_one(strategy: MQFaultStrategy, cloc
 
 
 def test_reports_are_ignored_while_the_strategy_is_off(clock: Clock) -> None:
-    strategy = MQFaultStrategy(now_ms=clock)
+    strategy = FaultStrategy(now_ms=clock)
     strategy.update_fault_item("broker-a", 5000, isolation=True)
     assert strategy.is_available("broker-a")
     assert strategy.tolerance.fault_item("broker-a") is None
 
 
 def test_it_takes_custom_brackets_of_matching_length(clock: Clock) -> None:
-    strategy = MQFaultStrategy(
-        enabled=True, now_ms=clock, latency_max_ms=(10,), not_available_duration_ms=(500,)
+    strategy = FaultStrategy(
+        send_latency_fault_enable=True, now_ms=clock, latency_max_ms=(10,), not_available_duration_ms=(500,)
     )
     strategy.update_fault_item("broker-a", 10, isolation=False)
     clock.advance(499)
     assert not strategy.is_available("broker-a")
     with pytest.raises(ValueError, match="same length"):
-        MQFaultStrategy(latency_max_ms=(10, 20), not_available_duration_ms=(500,))
+        FaultStrategy(latency_max_ms=(10, 20), not_available_duration_ms=(500,))
 
 
 def test_it_runs_on_a_real_clock_by_default() -> None:
-    strategy = MQFaultStrategy(enabled=True)
+    strategy = FaultStrategy(send_latency_fault_enable=True)
     strategy.update_fault_item("broker-a", 600, isolation=False)
     strategy.update_fault_item("broker-b", 10, isolation=False)
     assert (strategy.is_available("broker-a"), strategy.is_available("broker-b")) == (False, True)
@@ -154,7 +154,7 @@ def test_it_runs_on_a_real_clock_by_default() -> None:
 # --- queue choice -------------------------------------------------------------------------
 
 
-def test_with_every_broker_healthy_it_is_plain_round_robin(strategy: MQFaultStrategy) -> None:
+def test_with_every_broker_healthy_it_is_plain_round_robin(strategy: FaultStrategy) -> None:
     info = publish_info("broker-a", "broker-b", "broker-c", queues=4)
     counts = Counter(strategy.select_one_message_queue(info) for _ in range(12 * 100))
     assert set(counts) == set(info.message_queues)
@@ -162,7 +162,7 @@ def test_with_every_broker_healthy_it_is_plain_round_robin(strategy: MQFaultStra
 
 
 def test_sends_go_around_an_avoided_broker_until_its_time_is_up(
-    strategy: MQFaultStrategy, clock: Clock
+    strategy: FaultStrategy, clock: Clock
 ) -> None:
     info = publish_info("broker-a", "broker-b")
     strategy.update_fault_item("broker-a", 1500, isolation=False)  # 60 s out
@@ -173,7 +173,7 @@ def test_sends_go_around_an_avoided_broker_until_its_time_is_up(
     assert Counter(mq.broker_name for mq in picks) == {"broker-a": 20, "broker-b": 20}
 
 
-def test_a_retry_goes_elsewhere_once_the_failed_broker_is_isolated(strategy: MQFaultStrategy) -> None:
+def test_a_retry_goes_elsewhere_once_the_failed_broker_is_isolated(strategy: FaultStrategy) -> None:
     info = publish_info("broker-a", "broker-b", start=-1)  # next position: broker-a's queue 0
     first = strategy.select_one_message_queue(info)
     assert first.broker_name == "broker-a"
@@ -182,20 +182,20 @@ def test_a_retry_goes_elsewhere_once_the_failed_broker_is_isolated(strategy: MQF
     assert retry == MessageQueue("Orders", "broker-b", 0)
 
 
-def test_with_the_strategy_on_the_last_broker_alone_does_not_steer_a_retry(strategy: MQFaultStrategy) -> None:
+def test_with_the_strategy_on_the_last_broker_alone_does_not_steer_a_retry(strategy: FaultStrategy) -> None:
     # Java 4.9 looks only at fault items here: an available last broker may be chosen again.
     info = publish_info("broker-a", "broker-b", start=-1)
     assert strategy.select_one_message_queue(info, "broker-a") == MessageQueue("Orders", "broker-a", 0)
 
 
 def test_with_the_strategy_off_a_retry_avoids_the_last_broker(clock: Clock) -> None:
-    strategy = MQFaultStrategy(now_ms=clock)
+    strategy = FaultStrategy(now_ms=clock)
     info = publish_info("broker-a", "broker-b")
     picks = [strategy.select_one_message_queue(info, "broker-b") for _ in range(20)]
     assert {mq.broker_name for mq in picks} == {"broker-a"}
 
 
-def test_when_every_broker_is_avoided_it_falls_back_on_the_least_bad(strategy: MQFaultStrategy) -> None:
+def test_when_every_broker_is_avoided_it_falls_back_on_the_least_bad(strategy: FaultStrategy) -> None:
     info = TopicPublishInfo.from_route(
         TopicRoute(
             "Orders",
@@ -212,7 +212,7 @@ def test_when_every_broker_is_avoided_it_falls_back_on_the_least_bad(strategy: M
     assert Counter(mq.queue_id for mq in picks) == {0: 5, 1: 5}
 
 
-def test_a_fallback_broker_the_topic_cannot_be_written_to_is_forgotten(strategy: MQFaultStrategy) -> None:
+def test_a_fallback_broker_the_topic_cannot_be_written_to_is_forgotten(strategy: FaultStrategy) -> None:
     info = publish_info("broker-a", "broker-b")
     strategy.update_fault_item("broker-a", 3000, isolation=False)
     strategy.update_fault_item("broker-b", 3000, isolation=False)
@@ -223,7 +223,7 @@ def test_a_fallback_broker_the_topic_cannot_be_written_to_is_forgotten(strategy:
     assert strategy.tolerance.fault_item("broker-a") is not None
 
 
-def test_it_refuses_a_topic_without_writable_queues(strategy: MQFaultStrategy) -> None:
+def test_it_refuses_a_topic_without_writable_queues(strategy: FaultStrategy) -> None:
     info = publish_info()
     with pytest.raises(LookupError):
         strategy.select_one_message_queue(info)
