@@ -126,3 +126,32 @@ class AdminError(BrokerCoreError):
 
 class AdminUnreachableError(AdminError):
     """No answer: every nameserver, or the broker asked, was down, refused or timed out."""
+
+
+class ClientError(BrokerCoreError):
+    """A producer or consumer could not do what was asked (``broker_core.client``)."""
+
+
+class NoRouteError(ClientError):
+    """No nameserver knows a route for the topic (or every one is unreachable)."""
+
+
+class SendTimeoutError(ClientError, TimeoutError):
+    """No broker answered the send within its timeout (retries included)."""
+
+
+class MessageTooLargeError(ClientError, ValueError):
+    """A message (or batch) is larger than the producer's ``max_message_size``."""
+
+
+class BrokerRefusedError(ClientError):
+    """A broker answered a request with an error code.
+
+    ``code`` and ``remark`` are the broker's own; ``addr`` is the broker that answered.
+    """
+
+    def __init__(self, message: str, *, code: int, remark: str = "", addr: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.remark = remark
+        self.addr = addr

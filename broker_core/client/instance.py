@@ -1,0 +1,310 @@
+"""The client instance: what a process's producers and consumers of one client id share.
+
+RocketMQ's ``MQClientInstance``: one per process and client id (``ip@instance``).  It owns
+the connections to nameservers and brokers, the cache of topic routes (re-read every
+30 s and on a miss), the heartbeats every broker of interest gets every 30 s, and the
+requests brokers send to clients.  Shutting the last user down unregisters its groups
+from every broker and closes the connections.
+
+The instance runs its own asyncio loop on a daemon thread, so that applications, Celery
+tasks and Spark executors can call producers and consumers from any thread without an
+event loop of their own; ``submit`` hands a coroutine to that loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import threading
+from collections.abc import Coroutine
+from typing import Any, Protocol, TypeVar
+
+import orjson
+
+from broker_core.client.config import ClientConfig
+from broker_core.client.routes import TopicRoute
+from broker_core.errors import BrokerRefusedError, ClientError, NoRouteError
+from broker_core.remoting import fastjson
+from broker_core.remoting.acl import sign_request
+from broker_core.remoting.client import RemotingClient
+from broker_core.remoting.codes import RequestCode, ResponseCode
+from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.errors import RemotingError
+from broker_core.remoting.server import Handler
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+MASTER_ID = 0
+
+
+class GroupMember(Protocol):
+    """A producer or consumer registered with the instance under its group."""
+
+    group: str
+
+    def heartbeat_data(self) -> dict[str, Any]:
+        """Its entry in a heartbeat's producerDataSet or consumerDataSet."""
+        ...
+
+
+class ClientInstance:
+    """Connections, routes and heartbeats shared by one client id's producers and consumers."""
+
+    _registry: dict[str, ClientInstance] = {}
+    _registry_lock = threading.Lock()
+
+    @classmethod
+    def acquire(cls, config: ClientConfig) -> ClientInstance:
+        """The running instance for ``config``'s client id (started on first use)."""
+        with cls._registry_lock:
+            instance = cls._registry.get(config.client_id)
+            if instance is None or instance._stopped:
+                instance = cls._registry[config.client_id] = cls(config)
+                instance._start()
+            instance._users += 1
+            return instance
+
+    def release(self) -> None:
+        """One user fewer; the last one shuts the instance down."""
+        with ClientInstance._registry_lock:
+            self._users -= 1
+            if self._users > 0:
+                return
+            if ClientInstance._registry.get(self.config.client_id) is self:
+                del ClientInstance._registry[self.config.client_id]
+        self._shutdown()
+
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+        self.client_id = config.client_id
+        self.routes: dict[str, TopicRoute] = {}
+        self.producers: dict[str, GroupMember] = {}
+        self.consumers: dict[str, GroupMember] = {}
+        self._users = 0
+        self._stopped = False
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name=f"quiver-client-{self.client_id}", daemon=True
+        )
+        self._remoting: RemotingClient | None = None
+        self._timers: list[asyncio.Task[None]] = []
+
+    # -- the loop thread -------------------------------------------------------------------
+
+    def _start(self) -> None:
+        self._thread.start()
+        self.submit(self._open()).result()
+
+    async def _open(self) -> None:
+        self._remoting = RemotingClient(connect_timeout=self.config.request_timeout_ms / 1000)
+        self._timers = [
+            asyncio.create_task(self._every(self.config.poll_name_server_interval, self.refresh_routes)),
+            asyncio.create_task(self._every(self.config.heartbeat_broker_interval, self.heartbeat_all)),
+        ]
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Run ``coro`` on the instance's loop; a future any thread can wait on."""
+        if self._stopped:
+            coro.close()
+            raise ClientError(f"client instance {self.client_id} is shut down")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def call_soon(self, callback: Any, *args: Any) -> None:
+        """Run ``callback(*args)`` on the instance's loop (from any thread)."""
+        self._loop.call_soon_threadsafe(callback, *args)
+
+    def register_handler(self, code: int, handler: Handler) -> None:
+        """Answer requests that brokers send this client (NOTIFY_CONSUMER_IDS_CHANGED...)."""
+        assert self._remoting is not None
+        self._remoting.register(code, handler)
+
+    async def _every(self, interval_ms: int, job: Any) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await job()
+            except Exception:  # a timer must outlive one bad round
+                log.exception("client timer %s failed", getattr(job, "__name__", job))
+
+    def _shutdown(self) -> None:
+        if self._stopped:
+            return
+        try:
+            self.submit(self._close()).result(timeout=10)
+        except Exception:
+            log.exception("client instance %s did not close cleanly", self.client_id)
+        self._stopped = True
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    async def _close(self) -> None:
+        for task in self._timers:
+            task.cancel()
+        await asyncio.gather(*self._timers, return_exceptions=True)
+        await self.unregister_all()
+        if self._remoting is not None:
+            await self._remoting.close()
+
+    # -- requests --------------------------------------------------------------------------
+
+    async def invoke(
+        self, addr: str, request: RemotingCommand, timeout_s: float | None = None
+    ) -> RemotingCommand:
+        """Send ``request`` to ``addr`` (signed when an ACL account is set); its response.
+
+        Raises RemotingError (connect, timeout, closed) for transport failures.
+        """
+        assert self._remoting is not None
+        if self.config.access_key and self.config.secret_key:
+            sign_request(request, self.config.access_key, self.config.secret_key)
+        timeout = self.config.request_timeout_ms / 1000 if timeout_s is None else timeout_s
+        return await self._remoting.invoke(addr, request, timeout)
+
+    async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
+        assert self._remoting is not None
+        if self.config.access_key and self.config.secret_key:
+            sign_request(request, self.config.access_key, self.config.secret_key)
+        await self._remoting.invoke_oneway(addr, request)
+
+    # -- routes ----------------------------------------------------------------------------
+
+    async def route(self, topic: str) -> TopicRoute:
+        """The cached route of ``topic``, read from the nameservers on a miss.
+
+        Raises NoRouteError when no nameserver knows the topic.
+        """
+        route = self.routes.get(topic)
+        if route is None:
+            route = await self.update_route(topic)
+        return route
+
+    async def update_route(self, topic: str) -> TopicRoute:
+        """Ask the nameservers in turn for ``topic``'s route and cache it."""
+        addrs = self.config.namesrv_addrs
+        if not addrs:
+            raise NoRouteError(f"no nameserver address configured (namesrvAddr) to route {topic!r}")
+        problems = []
+        for addr in addrs:
+            request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+            try:
+                response = await self.invoke(addr, request)
+            except RemotingError as exc:
+                problems.append(str(exc))
+                continue
+            if response.code == ResponseCode.TOPIC_NOT_EXIST:
+                problems.append(f"{addr}: {response.remark or 'no route'}")
+                continue
+            if response.code != ResponseCode.SUCCESS:
+                raise BrokerRefusedError(
+                    f"{addr} refused the route query for {topic!r}: {response.code} {response.remark or ''}",
+                    code=response.code,
+                    remark=response.remark or "",
+                    addr=addr,
+                )
+            try:
+                route = TopicRoute.from_json(topic, fastjson.loads(response.body))
+            except (ValueError, KeyError, TypeError) as exc:
+                problems.append(f"{addr}: malformed route: {exc}")
+                continue
+            self.routes[topic] = route
+            return route
+        raise NoRouteError(f"no route for topic {topic!r}: " + "; ".join(problems))
+
+    async def refresh_routes(self) -> None:
+        """Re-read every cached route (the 30-second timer); a topic gone keeps its old route."""
+        for topic in list(self.routes):
+            with contextlib.suppress(NoRouteError, BrokerRefusedError):
+                await self.update_route(topic)
+
+    def broker_addrs(self, broker_name: str) -> dict[int, str]:
+        """A broker name's addresses by broker id, from the cached routes."""
+        for route in self.routes.values():
+            for broker in route.broker_datas:
+                if broker.broker_name == broker_name and broker.addrs:
+                    return dict(broker.addrs)
+        return {}
+
+    def master_addr(self, broker_name: str) -> str | None:
+        return self.broker_addrs(broker_name).get(MASTER_ID)
+
+    # -- groups and heartbeats --------------------------------------------------------------
+
+    async def register_producer(self, member: GroupMember) -> None:
+        if member.group in self.producers:
+            raise ClientError(f"producer group {member.group!r} is already started in {self.client_id}")
+        self.producers[member.group] = member
+        await self.heartbeat_all()
+
+    async def register_consumer(self, member: GroupMember) -> None:
+        if member.group in self.consumers:
+            raise ClientError(f"consumer group {member.group!r} is already started in {self.client_id}")
+        self.consumers[member.group] = member
+        await self.heartbeat_all()
+
+    async def unregister(self, member: GroupMember, *, consumer: bool) -> None:
+        """Forget ``member`` here and on every broker (UNREGISTER_CLIENT)."""
+        table = self.consumers if consumer else self.producers
+        if table.get(member.group) is not member:
+            return
+        del table[member.group]
+        field = "consumerGroup" if consumer else "producerGroup"
+        await self._each_broker(
+            lambda: RemotingCommand.request(
+                RequestCode.UNREGISTER_CLIENT, {"clientID": self.client_id, field: member.group}
+            )
+        )
+
+    async def unregister_all(self) -> None:
+        for member in list(self.producers.values()):
+            await self.unregister(member, consumer=False)
+        for member in list(self.consumers.values()):
+            await self.unregister(member, consumer=True)
+
+    def heartbeat_body(self) -> bytes:
+        return orjson.dumps(
+            {
+                "clientID": self.client_id,
+                "producerDataSet": [p.heartbeat_data() for p in self.producers.values()],
+                "consumerDataSet": [c.heartbeat_data() for c in self.consumers.values()],
+            }
+        )
+
+    async def heartbeat_all(self) -> None:
+        """One heartbeat to every broker of the cached routes: masters for producers, every
+        address when there are consumers (they may pull from slaves)."""
+        if not self.producers and not self.consumers:
+            return
+        body = self.heartbeat_body()
+        await self._each_broker(
+            lambda: RemotingCommand.request(RequestCode.HEART_BEAT, body=body),
+            masters_only=not self.consumers,
+        )
+
+    async def _each_broker(self, make: Any, *, masters_only: bool = True) -> None:
+        addrs = set()
+        for route in self.routes.values():
+            for broker in route.broker_datas:
+                for broker_id, addr in broker.addrs.items():
+                    if broker_id == MASTER_ID or not masters_only:
+                        addrs.add(addr)
+        await asyncio.gather(*(self._quietly(addr, make()) for addr in sorted(addrs)))
+
+    async def _quietly(self, addr: str, request: RemotingCommand) -> None:
+        try:
+            response = await self.invoke(addr, request)
+        except RemotingError as exc:
+            log.info("%s to %s failed: %s", RequestCode(request.code).name, addr, exc)
+            return
+        if response.code != ResponseCode.SUCCESS:
+            log.warning(
+                "%s refused by %s: %s %s",
+                RequestCode(request.code).name,
+                addr,
+                response.code,
+                response.remark,
+            )

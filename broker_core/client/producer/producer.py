@@ -1,0 +1,436 @@
+"""The producer: RocketMQ's ``DefaultMQProducer`` behaviour in Python.
+
+Sends are synchronous (``send``), asynchronous (``send_async``: a future, and an optional
+callback) or oneway (``send_oneway``), to a queue the producer picks, to a given queue,
+or to the queue a selector picks (``hash_selector`` keeps a key's messages in order).
+Every message gets a client id (``UNIQ_KEY``); bodies over ``compress_over`` bytes are
+zlib-compressed as RocketMQ's clients do.  Queues are picked round robin over the
+writable queues, avoiding the broker that just failed when retrying, and, with
+``send_latency_fault_enable``, brokers that were slow lately (RocketMQ's latency fault
+tolerance).  A failed synchronous send is retried on another broker
+``retry_times_when_send_failed`` times (2), an asynchronous one
+``retry_times_when_send_async_failed`` times (2), all within ``send_msg_timeout_ms``.
+
+Failures are typed: ``NoRouteError``, ``SendTimeoutError``, ``BrokerRefusedError``
+(with the broker's code and remark) and ``MessageTooLargeError``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import logging
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from broker_core.client.config import ClientConfig
+from broker_core.client.instance import ClientInstance
+from broker_core.client.message import Message, SendResult, SendStatus
+from broker_core.client.msgid import UniqueIdGenerator
+from broker_core.client.producer.faulttolerance import FaultStrategy
+from broker_core.client.producer.queues import TopicPublishInfo
+from broker_core.errors import (
+    BrokerRefusedError,
+    ClientError,
+    MessageTooLargeError,
+    NoRouteError,
+    SendTimeoutError,
+)
+from broker_core.messagequeue import MessageQueue
+from broker_core.remoting.codes import RequestCode, ResponseCode
+from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.errors import RemotingError
+from broker_core.store.hashcode import java_hash_code
+from broker_core.store.message import (
+    COMPRESSED_FLAG,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    encode_batch,
+    encode_properties,
+)
+from broker_core.topics import AUTO_CREATE_TOPIC_KEY_TOPIC, group_problem, topic_problem
+
+log = logging.getLogger(__name__)
+
+Selector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
+SendCallback = Callable[[SendResult | None, BaseException | None], None]
+
+# Broker answers after which another broker may do better (RocketMQ retries these).
+RETRY_CODES = frozenset(
+    {
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.SYSTEM_BUSY,
+        ResponseCode.NO_PERMISSION,
+        ResponseCode.NO_BUYER_ID,
+        ResponseCode.NOT_IN_CURRENT_UNIT,
+    }
+)
+_STATUS = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+
+def hash_selector(queues: Sequence[MessageQueue], msg: Message, arg: Any) -> MessageQueue:
+    """The queue for ``arg`` (an order id...): RocketMQ's SelectMessageQueueByHash, so a key
+    lands on the same queue from Java, C++ and Python producers."""
+    return queues[abs(java_hash_code(str(arg))) % len(queues)]
+
+
+class Producer:
+    """Sends messages of one producer group; thread-safe.  ``start()`` before use."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str = "",
+        *,
+        config: ClientConfig | None = None,
+        send_msg_timeout_ms: int = 3_000,
+        retry_times_when_send_failed: int = 2,
+        retry_times_when_send_async_failed: int = 2,
+        compress_over: int = 4 * 1024,
+        max_message_size: int = 4 * 1024 * 1024,
+        send_latency_fault_enable: bool = False,
+        create_topic_key: str = AUTO_CREATE_TOPIC_KEY_TOPIC,
+        default_topic_queue_nums: int = 4,
+    ) -> None:
+        self.group = group
+        self.config = config if config is not None else ClientConfig(namesrv_addr=namesrv_addr)
+        self.send_msg_timeout_ms = send_msg_timeout_ms
+        self.retry_times_when_send_failed = retry_times_when_send_failed
+        self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
+        self.compress_over = compress_over
+        self.max_message_size = max_message_size
+        self.create_topic_key = create_topic_key
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.fault_strategy = FaultStrategy(send_latency_fault_enable=send_latency_fault_enable)
+        self._ids = UniqueIdGenerator(self.config.client_ip)
+        self._publish: dict[str, TopicPublishInfo] = {}
+        self._instance: ClientInstance | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> Producer:
+        if self._instance is not None:
+            return self
+        problem = group_problem(self.group)
+        if problem is not None:
+            raise ClientError(problem)
+        instance = ClientInstance.acquire(self.config)
+        try:
+            instance.submit(instance.register_producer(self)).result()
+        except BaseException:
+            instance.release()
+            raise
+        self._instance = instance
+        return self
+
+    def shutdown(self) -> None:
+        """Unregister the group from every broker; the last user closes the connections."""
+        instance, self._instance = self._instance, None
+        if instance is None:
+            return
+        try:
+            instance.submit(instance.unregister(self, consumer=False)).result(timeout=10)
+        finally:
+            instance.release()
+
+    def __enter__(self) -> Producer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def heartbeat_data(self) -> dict[str, Any]:
+        return {"groupName": self.group}
+
+    @property
+    def instance(self) -> ClientInstance:
+        if self._instance is None:
+            raise ClientError(f"producer {self.group!r} is not started")
+        return self._instance
+
+    # -- the API -----------------------------------------------------------------------------
+
+    def send(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: Selector | None = None,
+        arg: Any = None,
+        timeout_ms: int | None = None,
+    ) -> SendResult:
+        """Send and wait for the broker's answer (retried on another broker when it fails)."""
+        future = self.send_async(msg, queue=queue, selector=selector, arg=arg, timeout_ms=timeout_ms)
+        return future.result()
+
+    def send_async(
+        self,
+        msg: Message,
+        callback: SendCallback | None = None,
+        *,
+        queue: MessageQueue | None = None,
+        selector: Selector | None = None,
+        arg: Any = None,
+        timeout_ms: int | None = None,
+    ) -> concurrent.futures.Future[SendResult]:
+        """Send without waiting: a future of the result; ``callback(result, error)`` when done."""
+        retries = (
+            self.retry_times_when_send_failed if callback is None else self.retry_times_when_send_async_failed
+        )
+        future = self.instance.submit(
+            self._send(msg, queue, selector, arg, timeout_ms or self.send_msg_timeout_ms, retries)
+        )
+        if callback is not None:
+            future.add_done_callback(lambda f: _run_callback(callback, f))
+        return future
+
+    def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None) -> None:
+        """Send with nothing coming back: no result, no retry (logs, metrics)."""
+        self.instance.submit(self._send_oneway(msg, queue)).result()
+
+    def send_orderly(self, msg: Message, sharding_key: str, *, timeout_ms: int | None = None) -> SendResult:
+        """Send to the queue ``sharding_key`` hashes to: one key's messages stay in order."""
+        return self.send(msg, selector=hash_selector, arg=sharding_key, timeout_ms=timeout_ms)
+
+    def send_batch(self, msgs: Sequence[Message], *, queue: MessageQueue | None = None) -> SendResult:
+        """Send messages of one topic as one request; they land in one queue, in order."""
+        return self.instance.submit(self._send_batch(list(msgs), queue)).result()
+
+    def queues_of(self, topic: str) -> list[MessageQueue]:
+        """The queues a message of ``topic`` may be sent to (for a custom selector)."""
+        return list(self.instance.submit(self._publish_info(topic)).result().message_queues)
+
+    # -- on the instance's loop ---------------------------------------------------------------
+
+    def _prepare(self, msg: Message) -> tuple[bytes, dict[str, str], int]:
+        """Check ``msg``; its body as sent (compressed above the threshold), properties, sysFlag."""
+        problem = topic_problem(msg.topic)
+        if problem is not None:
+            raise ClientError(problem)
+        if not msg.body:
+            raise ClientError("the message body is empty")
+        if len(msg.body) > self.max_message_size:
+            raise MessageTooLargeError(
+                f"the message body is {len(msg.body)} bytes, over maxMessageSize {self.max_message_size}"
+            )
+        if msg.unique_id is None:
+            msg.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self._ids.next_id()
+        body, sys_flag = msg.body, 0
+        if len(body) > self.compress_over:
+            compressed = zlib.compress(body, 5)
+            if len(compressed) < len(body):
+                body, sys_flag = compressed, COMPRESSED_FLAG
+        return body, msg.wire_properties(), sys_flag
+
+    async def _publish_info(self, topic: str) -> TopicPublishInfo:
+        """Where ``topic`` may be sent: its route, or (to auto-create it) the default topic's."""
+        info = self._publish.get(topic)
+        route = self.instance.routes.get(topic)
+        if info is not None and route is not None and info.route is route:
+            return info
+        try:
+            route = await self.instance.route(topic)
+        except NoRouteError:
+            try:
+                template = await self.instance.route(self.create_topic_key)
+            except NoRouteError:
+                raise NoRouteError(
+                    f"no route for topic {topic!r}: create it, or enable autoCreateTopicEnable"
+                ) from None
+            # The brokers that may auto-create it, with the new topic's name on their queues.
+            route = dataclasses.replace(template, order_topic_conf=None)
+        try:
+            info = TopicPublishInfo.from_route(route, topic=topic)
+        except ValueError as exc:
+            raise NoRouteError(f"the route of topic {topic!r} is unusable: {exc}") from None
+        if not info.message_queues:
+            raise NoRouteError(f"topic {topic!r} has no writable queue on a master broker")
+        self._publish[topic] = info
+        return info
+
+    async def _send(
+        self,
+        msg: Message,
+        queue: MessageQueue | None,
+        selector: Selector | None,
+        arg: Any,
+        timeout_ms: int,
+        retries: int,
+    ) -> SendResult:
+        body, props, sys_flag = self._prepare(msg)
+        deadline = time.monotonic() + timeout_ms / 1000
+        info = await self._publish_info(msg.topic)
+        if queue is not None or selector is not None:
+            retries = 0  # a chosen queue is that queue or nothing, as in RocketMQ
+        last_broker: str | None = None
+        problems: list[str] = []
+        for attempt in range(1 + retries):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if queue is not None:
+                target = queue
+            elif selector is not None:
+                target = selector(info.message_queues, msg, arg)
+            else:
+                target = self.fault_strategy.select_one_message_queue(info, last_broker)
+            started = time.monotonic()
+            try:
+                return await self._send_kernel(target, msg, body, props, sys_flag, left)
+            except (RemotingError, BrokerRefusedError) as exc:
+                elapsed_ms = int((time.monotonic() - started) * 1000)
+                self.fault_strategy.update_fault_item(target.broker_name, elapsed_ms, True)
+                if isinstance(exc, BrokerRefusedError) and exc.code not in RETRY_CODES:
+                    raise
+                problems.append(f"{target}: {exc}")
+                last_broker = target.broker_name
+                log.info("send of %s to %s failed (attempt %d): %s", msg.unique_id, target, attempt + 1, exc)
+        if problems and not any("timed out" in p or "timeout" in p for p in problems):
+            raise ClientError(f"send to {msg.topic!r} failed {len(problems)} time(s): " + "; ".join(problems))
+        raise SendTimeoutError(
+            f"send to {msg.topic!r} not answered within {timeout_ms} ms"
+            + (": " + "; ".join(problems) if problems else "")
+        )
+
+    async def _send_kernel(
+        self,
+        queue: MessageQueue,
+        msg: Message,
+        body: bytes,
+        props: dict[str, str],
+        sys_flag: int,
+        timeout_s: float,
+        *,
+        batch: bool = False,
+    ) -> SendResult:
+        addr = await self._master(queue.broker_name, msg.topic)
+        request = self._request(queue, body, props, sys_flag, msg.flag, batch=batch)
+        started = time.monotonic()
+        response = await self.instance.invoke(addr, request, timeout_s)
+        self.fault_strategy.update_fault_item(
+            queue.broker_name, int((time.monotonic() - started) * 1000), False
+        )
+        status = _STATUS.get(response.code)
+        if status is None:
+            raise BrokerRefusedError(
+                f"{addr} refused the send to {queue}: {_code_name(response.code)} {response.remark or ''}",
+                code=response.code,
+                remark=response.remark or "",
+                addr=addr,
+            )
+        fields = response.ext_fields
+        return SendResult(
+            status,
+            msg_id=props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
+            if not batch
+            else fields.get("msgId", ""),
+            offset_msg_id=fields.get("msgId", ""),
+            queue=MessageQueue(queue.topic, queue.broker_name, int(fields.get("queueId", queue.queue_id))),
+            queue_offset=int(fields.get("queueOffset", -1)),
+            region_id=fields.get("MSG_REGION", "DefaultRegion"),
+            trace_on=fields.get("TRACE_ON", "true") != "false",
+        )
+
+    def _request(
+        self,
+        queue: MessageQueue,
+        body: bytes,
+        props: dict[str, str],
+        sys_flag: int,
+        flag: int,
+        *,
+        batch: bool,
+    ) -> RemotingCommand:
+        """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE): the compact header Java clients send."""
+        fields = {
+            "a": self.group,
+            "b": queue.topic,
+            "c": self.create_topic_key,
+            "d": str(self.default_topic_queue_nums),
+            "e": str(queue.queue_id),
+            "f": str(sys_flag),
+            "g": str(time.time_ns() // 1_000_000),
+            "h": str(flag),
+            "i": encode_properties(props).decode("utf-8"),
+            "j": "0",
+            "k": "false",
+            "m": "true" if batch else "false",
+            "n": queue.broker_name,
+        }
+        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+        return RemotingCommand.request(code, fields, body)
+
+    async def _master(self, broker_name: str, topic: str) -> str:
+        addr = self.instance.master_addr(broker_name)
+        if addr is None:
+            await self.instance.update_route(topic)
+            addr = self.instance.master_addr(broker_name)
+        if addr is None:
+            raise NoRouteError(f"broker {broker_name!r} has no master address in the routes")
+        return addr
+
+    async def _send_oneway(self, msg: Message, queue: MessageQueue | None) -> None:
+        body, props, sys_flag = self._prepare(msg)
+        info = await self._publish_info(msg.topic)
+        target = queue or self.fault_strategy.select_one_message_queue(info, None)
+        addr = await self._master(target.broker_name, msg.topic)
+        await self.instance.invoke_oneway(
+            addr, self._request(target, body, props, sys_flag, msg.flag, batch=False)
+        )
+
+    async def _send_batch(self, msgs: list[Message], queue: MessageQueue | None) -> SendResult:
+        if not msgs:
+            raise ClientError("a batch needs at least one message")
+        topic = msgs[0].topic
+        items = []
+        for msg in msgs:
+            if msg.topic != topic:
+                raise ClientError(f"a batch goes to one topic: {msg.topic!r} is not {topic!r}")
+            if msg.delay_level > 0:
+                raise ClientError("a batch cannot carry delayed messages")
+            if topic_problem(msg.topic) is not None or not msg.body:
+                raise ClientError(topic_problem(msg.topic) or "a message body is empty")
+            if msg.unique_id is None:
+                msg.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self._ids.next_id()
+            items.append((msg.body, msg.wire_properties(), msg.flag))
+        body = encode_batch(items)
+        if len(body) > self.max_message_size:
+            raise MessageTooLargeError(
+                f"the batch is {len(body)} bytes, over maxMessageSize {self.max_message_size}"
+            )
+        container = Message(topic, body)
+        info = await self._publish_info(topic)
+        target = queue or self.fault_strategy.select_one_message_queue(info, None)
+        result = await self._send_kernel(
+            target, container, body, {}, 0, self.send_msg_timeout_ms / 1000, batch=True
+        )
+        ids = ",".join(m.unique_id or "" for m in msgs)
+        return SendResult(
+            result.status, ids, result.offset_msg_id, result.queue, result.queue_offset, result.region_id
+        )
+
+
+def _run_callback(callback: SendCallback, future: concurrent.futures.Future[SendResult]) -> None:
+    try:
+        error = future.exception()
+        callback(None if error is not None else future.result(), error)
+    except Exception:  # the application's callback must not kill the client's thread
+        log.exception("send callback failed")
+
+
+def _code_name(code: int) -> str:
+    try:
+        return ResponseCode(code).name
+    except ValueError:
+        return f"code {code}"
+
+
+__all__ = ["Producer", "hash_selector", "Selector", "SendCallback"]
