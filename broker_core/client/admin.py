@@ -27,6 +27,7 @@ import orjson
 from broker_core.broker.groups import SubscriptionGroupConfig
 from broker_core.broker.maintenance import JOBS
 from broker_core.broker.topics import TopicConfig
+from broker_core.client.adminmessages import MessageOperations
 from broker_core.client.adminmodels import (
     ClientConnection,
     ConsumerConnection,
@@ -98,7 +99,7 @@ def _request_name(code: int) -> str:
         return f"request {code}"
 
 
-class AdminClient:
+class AdminClient(MessageOperations):
     """Manage a cluster through its nameservers: ``async with AdminClient("ns:9876") as admin``.
 
     Args:
@@ -757,6 +758,7 @@ def _malformed_answers_are_admin_errors(method: Callable[P, Awaitable[T]]) -> Ca
     return checked
 
 
-for _name, _method in list(vars(AdminClient).items()):
+for _name in dir(AdminClient):
+    _method = getattr(AdminClient, _name)
     if not _name.startswith("_") and inspect.iscoroutinefunction(_method):
         setattr(AdminClient, _name, _malformed_answers_are_admin_errors(_method))
