@@ -100,10 +100,18 @@ class ClientInstance:
 
     async def _open(self) -> None:
         self._remoting = RemotingClient(connect_timeout=self.config.request_timeout_ms / 1000)
+        self._remoting.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_consumer_ids_changed)
         self._timers = [
             asyncio.create_task(self._every(self.config.poll_name_server_interval, self.refresh_routes)),
             asyncio.create_task(self._every(self.config.heartbeat_broker_interval, self.heartbeat_all)),
         ]
+
+    def _on_consumer_ids_changed(self, request: RemotingCommand, conn: Any) -> None:
+        """A broker says a group's members changed: that group's consumer rebalances now."""
+        member = self.consumers.get(request.ext_fields.get("consumerGroup", ""))
+        notify = getattr(member, "on_consumer_ids_changed", None)
+        if notify is not None:
+            notify()
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Run ``coro`` on the instance's loop; a future any thread can wait on."""

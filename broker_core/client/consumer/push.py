@@ -1,0 +1,545 @@
+"""The push consumer: RocketMQ's ``DefaultMQPushConsumer`` with a concurrent listener.
+
+Under the hood it pulls: every queue assigned to this consumer has a long-polling pull
+loop on the client instance's event loop, which fills the queue's ``ProcessQueue``;
+batches of messages go to the application's listener on a thread pool.  A batch the
+listener answers RECONSUME_LATER (or raises on) is sent back to the broker, which
+re-delivers it through the group's retry topic (``%RETRY%<group>``, subscribed
+automatically) with rising reconsume times, then to the DLQ.  An offset is committed only
+below the oldest message still being consumed, so a consumer that dies holding messages
+has them delivered again (at least once).
+
+Queues are assigned by a rebalance: every 20 s, at start, and at once when the broker
+says the group changed (NOTIFY_CONSUMER_IDS_CHANGED).  Pulling a queue stops while it
+holds more than ``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue``
+bytes not yet consumed (flow control), and resumes when drained.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from broker_core.broker.clients import parse_tags
+from broker_core.client.config import ClientConfig
+from broker_core.client.consumer.offsetstore import (
+    NO_OFFSET,
+    LocalFileOffsetStore,
+    OffsetStore,
+    ReadOffsetType,
+    RemoteBrokerOffsetStore,
+)
+from broker_core.client.consumer.rebalance import AllocateMessageQueueAveragely, sort_for_allocate
+from broker_core.client.instance import ClientInstance
+from broker_core.errors import ClientError, NoRouteError
+from broker_core.messagequeue import MessageQueue
+from broker_core.remoting.codes import RequestCode, ResponseCode
+from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.errors import RemotingError
+from broker_core.routedata import QueueData
+from broker_core.store.hashcode import tags_code
+from broker_core.store.message import PROPERTY_RETRY_TOPIC, MessageExt, RecordFormatError, iter_records
+from broker_core.topics import RETRY_GROUP_TOPIC_PREFIX, group_problem, retry_topic
+
+log = logging.getLogger(__name__)
+
+PULL_FLAG_COMMIT_OFFSET = 0x1
+PULL_FLAG_SUSPEND = 0x2
+PULL_FLAG_SUBSCRIPTION = 0x4
+BROKER_SUSPEND_MAX_MS = 15_000
+PULL_TIMEOUT_S = 30.0
+PULL_DELAY_ON_EXCEPTION_S = 3.0
+FLOW_CONTROL_DELAY_S = 0.05
+PERM_READ = 0x4
+
+
+class ConsumeStatus(enum.Enum):
+    """What a listener answers for a batch (RocketMQ ``ConsumeConcurrentlyStatus``)."""
+
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+Listener = Callable[[list[MessageExt]], ConsumeStatus]
+
+
+@dataclass
+class ProcessQueue:
+    """One assigned queue's messages pulled but not yet consumed, by queue offset."""
+
+    mq: MessageQueue
+    next_offset: int
+    messages: dict[int, MessageExt] = field(default_factory=dict)
+    size: int = 0
+    dropped: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def put(self, msgs: Sequence[MessageExt]) -> None:
+        with self.lock:
+            for msg in msgs:
+                if msg.queue_offset not in self.messages:
+                    self.messages[msg.queue_offset] = msg
+                    self.size += len(msg.body)
+
+    def remove(self, msgs: Sequence[MessageExt]) -> int:
+        """Forget consumed ``msgs``; the offset that may now be committed (RocketMQ's rule:
+        the oldest message still held, or past the newest pulled when none is)."""
+        with self.lock:
+            for msg in msgs:
+                if self.messages.pop(msg.queue_offset, None) is not None:
+                    self.size -= len(msg.body)
+            return min(self.messages) if self.messages else self.next_offset
+
+    @property
+    def count(self) -> int:
+        return len(self.messages)
+
+
+class PushConsumer:
+    """Consumes subscribed topics through a listener; thread-safe; ``start()`` before use."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str = "",
+        *,
+        config: ClientConfig | None = None,
+        message_model: str = "CLUSTERING",
+        consume_from_where: str = "CONSUME_FROM_LAST_OFFSET",
+        consume_timestamp_ms: int | None = None,
+        allocate_strategy: Any = None,
+        consume_thread_max: int = 20,
+        consume_message_batch_max_size: int = 1,
+        pull_batch_size: int = 32,
+        pull_threshold_for_queue: int = 1000,
+        pull_threshold_size_for_queue: int = 100 * 1024 * 1024,
+        max_reconsume_times: int = 16,
+        rebalance_interval_ms: int = 20_000,
+        offset_store_dir: str | None = None,
+    ) -> None:
+        if message_model not in ("CLUSTERING", "BROADCASTING"):
+            raise ClientError(f"message_model must be CLUSTERING or BROADCASTING, not {message_model!r}")
+        self.group = group
+        self.config = config if config is not None else ClientConfig(namesrv_addr=namesrv_addr)
+        self.message_model = message_model
+        self.consume_from_where = consume_from_where
+        self.consume_timestamp_ms = consume_timestamp_ms
+        self.allocate_strategy = allocate_strategy or AllocateMessageQueueAveragely()
+        self.consume_thread_max = consume_thread_max
+        self.batch_size = consume_message_batch_max_size
+        self.pull_batch_size = pull_batch_size
+        self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.pull_threshold_size_for_queue = pull_threshold_size_for_queue
+        self.max_reconsume_times = max_reconsume_times
+        self.rebalance_interval_ms = rebalance_interval_ms
+        self.offset_store_dir = offset_store_dir
+        self.subscriptions: dict[str, str] = {}
+        self.listener: Listener | None = None
+        self.process_queues: dict[MessageQueue, ProcessQueue] = {}
+        self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
+        self._instance: ClientInstance | None = None
+        self._store: OffsetStore | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._timers: list[asyncio.Task[None]] = []
+        self._rebalance_lock: asyncio.Lock | None = None
+
+    # -- configuration -------------------------------------------------------------------------
+
+    def subscribe(self, topic: str, expression: str = "*") -> PushConsumer:
+        """Consume ``topic``'s messages whose tag matches ``expression`` ("TagA || TagB", "*")."""
+        self.subscriptions[topic] = expression or "*"
+        return self
+
+    def register_listener(self, listener: Listener) -> PushConsumer:
+        """``listener(messages) -> ConsumeStatus``, called on the consumer's thread pool."""
+        self.listener = listener
+        return self
+
+    @property
+    def clustering(self) -> bool:
+        return self.message_model == "CLUSTERING"
+
+    def _all_subscriptions(self) -> dict[str, str]:
+        subs = dict(self.subscriptions)
+        if self.clustering:
+            subs.setdefault(retry_topic(self.group), "*")  # redeliveries come through it
+        return subs
+
+    def heartbeat_data(self) -> dict[str, Any]:
+        subscriptions = []
+        for topic, expression in sorted(self._all_subscriptions().items()):
+            tags = sorted(parse_tags(expression) or ())
+            subscriptions.append(
+                {
+                    "topic": topic,
+                    "subString": expression,
+                    "tagsSet": tags,
+                    "codeSet": [tags_code(t) for t in tags],
+                    "subVersion": int(time.time() * 1000),
+                    "classFilterMode": False,
+                    "expressionType": "TAG",
+                }
+            )
+        return {
+            "groupName": self.group,
+            "consumeType": "CONSUME_PASSIVELY",
+            "messageModel": self.message_model,
+            "consumeFromWhere": self.consume_from_where,
+            "subscriptionDataSet": subscriptions,
+            "unitMode": False,
+        }
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> PushConsumer:
+        if self._instance is not None:
+            return self
+        problem = group_problem(self.group)
+        if problem is not None:
+            raise ClientError(problem)
+        if self.listener is None or not self.subscriptions:
+            raise ClientError("subscribe to a topic and register a listener before start()")
+        instance = ClientInstance.acquire(self.config)
+        self._pool = ThreadPoolExecutor(self.consume_thread_max, thread_name_prefix=f"consume-{self.group}")
+        try:
+            instance.submit(self._start(instance)).result()
+        except BaseException:
+            instance.release()
+            self._pool.shutdown(wait=False)
+            raise
+        self._instance = instance
+        return self
+
+    async def _start(self, instance: ClientInstance) -> None:
+        self._instance = instance
+        if self.clustering:
+            self._store = RemoteBrokerOffsetStore(instance, self.group)
+        else:
+            self._store = LocalFileOffsetStore(instance.client_id, self.group, self.offset_store_dir)
+        await self._store.load()
+        for topic in self._all_subscriptions():
+            try:
+                await instance.update_route(topic)
+            except NoRouteError:
+                if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                    raise
+        self._rebalance_lock = asyncio.Lock()
+        await instance.register_consumer(self)
+        await self.rebalance()
+        self._timers = [
+            asyncio.create_task(self._every(self.rebalance_interval_ms, self.rebalance)),
+            asyncio.create_task(self._every(self.config.persist_consumer_offset_interval, self._persist)),
+        ]
+
+    def shutdown(self) -> None:
+        """Stop pulling, let running listeners finish, commit offsets, unregister."""
+        instance = self._instance
+        if instance is None:
+            return
+        try:
+            instance.submit(self._stop_pulling()).result(timeout=10)
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+            instance.submit(self._finish(instance)).result(timeout=10)
+        finally:
+            self._instance = None
+            instance.release()
+
+    async def _stop_pulling(self) -> None:
+        for task in self._timers:
+            task.cancel()
+        for pq in self.process_queues.values():
+            pq.dropped = True
+        tasks = [*self._timers, *self._pull_tasks.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _finish(self, instance: ClientInstance) -> None:
+        await self._persist()
+        await instance.unregister(self, consumer=True)
+
+    def __enter__(self) -> PushConsumer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    async def _every(self, interval_ms: int, job: Callable[[], Any]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await job()
+            except Exception:
+                log.exception("consumer %s: %s failed", self.group, getattr(job, "__name__", job))
+
+    async def _persist(self) -> None:
+        assert self._store is not None
+        await self._store.persist_all(list(self.process_queues))
+
+    # -- requests from the broker --------------------------------------------------------------
+
+    def on_consumer_ids_changed(self) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED: rebalance now, not at the next timer."""
+        asyncio.get_running_loop().create_task(self.rebalance())
+
+    # -- rebalance -------------------------------------------------------------------------------
+
+    async def rebalance(self) -> None:
+        assert self._rebalance_lock is not None
+        async with self._rebalance_lock:
+            wanted: set[MessageQueue] = set()
+            for topic in self._all_subscriptions():
+                try:
+                    wanted.update(await self._allocated(topic))
+                except (NoRouteError, RemotingError, ClientError) as exc:
+                    log.info("consumer %s: no rebalance of %s now: %s", self.group, topic, exc)
+                    wanted.update(mq for mq in self.process_queues if mq.topic == topic)
+            for mq in [mq for mq in self.process_queues if mq not in wanted]:
+                await self._drop(mq)
+            for mq in sorted(wanted - set(self.process_queues)):
+                await self._add(mq)
+
+    async def _allocated(self, topic: str) -> list[MessageQueue]:
+        assert self._instance is not None
+        route = await self._instance.update_route(topic)
+        mq_all = [
+            MessageQueue(topic, qd.broker_name, qid)
+            for qd in route.queue_datas
+            if _readable(qd)
+            for qid in range(qd.read_queue_nums)
+        ]
+        if not self.clustering:
+            return mq_all
+        cid_all = await self._consumer_ids(route.master_addrs().values())
+        if not mq_all or not cid_all:
+            return []
+        mq_sorted, cid_sorted = sort_for_allocate(mq_all, cid_all)
+        return list(
+            self.allocate_strategy.allocate(self.group, self._instance.client_id, mq_sorted, cid_sorted)
+        )
+
+    async def _consumer_ids(self, addrs: Any) -> list[str]:
+        assert self._instance is not None
+        for addr in sorted(addrs):
+            request = RemotingCommand.request(
+                RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group}
+            )
+            try:
+                response = await self._instance.invoke(addr, request)
+            except RemotingError:
+                continue
+            if response.code == ResponseCode.SUCCESS:
+                return [str(cid) for cid in orjson.loads(response.body).get("consumerIdList") or []]
+        return []
+
+    async def _drop(self, mq: MessageQueue) -> None:
+        pq = self.process_queues.pop(mq)
+        pq.dropped = True
+        task = self._pull_tasks.pop(mq, None)
+        if task is not None:
+            task.cancel()
+        assert self._store is not None
+        await self._store.persist(mq)
+        self._store.remove(mq)
+
+    async def _add(self, mq: MessageQueue) -> None:
+        offset = await self._start_offset(mq)
+        if offset < 0:
+            return
+        pq = ProcessQueue(mq, offset)
+        self.process_queues[mq] = pq
+        self._pull_tasks[mq] = asyncio.create_task(self._pull_loop(pq), name=f"pull-{mq}")
+
+    async def _start_offset(self, mq: MessageQueue) -> int:
+        """Where a newly assigned queue starts: the committed offset, else consumeFromWhere."""
+        assert self._store is not None and self._instance is not None
+        offset = await self._store.read(mq, ReadOffsetType.READ_FROM_STORE)
+        if offset >= 0:
+            return offset
+        if offset != NO_OFFSET:
+            return -1
+        if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or self.consume_from_where in (
+            "CONSUME_FROM_FIRST_OFFSET",
+            "CONSUME_FROM_MIN_OFFSET",
+        ):
+            return 0
+        if self.consume_from_where == "CONSUME_FROM_TIMESTAMP" and self.consume_timestamp_ms is not None:
+            return await self._queue_offset(
+                mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, self.consume_timestamp_ms
+            )
+        return await self._queue_offset(mq, RequestCode.GET_MAX_OFFSET)
+
+    async def _queue_offset(self, mq: MessageQueue, code: int, timestamp: int | None = None) -> int:
+        assert self._instance is not None
+        addr = self._instance.master_addr(mq.broker_name)
+        if addr is None:
+            return -1
+        fields = {"topic": mq.topic, "queueId": str(mq.queue_id)}
+        if timestamp is not None:
+            fields["timestamp"] = str(timestamp)
+        response = await self._instance.invoke(addr, RemotingCommand.request(code, fields))
+        return int(response.ext_fields.get("offset") or 0)
+
+    # -- pulling ---------------------------------------------------------------------------------
+
+    async def _pull_loop(self, pq: ProcessQueue) -> None:
+        while not pq.dropped:
+            if pq.count > self.pull_threshold_for_queue or pq.size > self.pull_threshold_size_for_queue:
+                await asyncio.sleep(FLOW_CONTROL_DELAY_S)  # flow control: let the listener catch up
+                continue
+            try:
+                await self._pull_once(pq)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the broker went away, a bad answer...: wait, then again
+                log.info("consumer %s: pull of %s failed: %s", self.group, pq.mq, exc)
+                await asyncio.sleep(PULL_DELAY_ON_EXCEPTION_S)
+
+    async def _pull_once(self, pq: ProcessQueue) -> None:
+        assert self._instance is not None and self._store is not None
+        mq = pq.mq
+        addr = self._instance.master_addr(mq.broker_name)
+        if addr is None:
+            await self._instance.update_route(mq.topic)
+            addr = self._instance.master_addr(mq.broker_name)
+            if addr is None:
+                raise NoRouteError(f"no master for {mq.broker_name}")
+        expression = self._all_subscriptions().get(mq.topic, "*")
+        commit = self._store.offsets().get(mq, NO_OFFSET) if self.clustering else NO_OFFSET
+        sys_flag = PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION | (PULL_FLAG_COMMIT_OFFSET if commit > 0 else 0)
+        fields = {
+            "consumerGroup": self.group,
+            "topic": mq.topic,
+            "queueId": str(mq.queue_id),
+            "queueOffset": str(pq.next_offset),
+            "maxMsgNums": str(self.pull_batch_size),
+            "sysFlag": str(sys_flag),
+            "commitOffset": str(max(commit, 0)),
+            "suspendTimeoutMillis": str(BROKER_SUSPEND_MAX_MS),
+            "subscription": expression,
+            "subVersion": "0",
+        }
+        response = await self._instance.invoke(
+            addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, fields), PULL_TIMEOUT_S
+        )
+        next_offset = int(response.ext_fields.get("nextBeginOffset") or pq.next_offset)
+        if response.code == ResponseCode.SUCCESS:
+            self._found(pq, response.body, expression, next_offset)
+        elif response.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
+            pq.next_offset = next_offset
+        elif response.code == ResponseCode.PULL_OFFSET_MOVED:
+            log.warning("consumer %s: offset of %s moved to %d", self.group, mq, next_offset)
+            pq.next_offset = next_offset
+            self._store.update(mq, next_offset)
+        else:
+            raise ClientError(f"pull of {mq} refused: {response.code} {response.remark or ''}")
+
+    def _found(self, pq: ProcessQueue, body: bytes, expression: str, next_offset: int) -> None:
+        try:
+            records = list(iter_records(body))
+        except RecordFormatError as exc:
+            raise ClientError(f"malformed records from the broker: {exc}") from exc
+        wanted = parse_tags(expression)
+        msgs = []
+        for msg in records:
+            if wanted is not None and (msg.tags or "") not in wanted:
+                continue  # the broker filtered by hash; tags with equal hashes end here
+            msg.body = msg.uncompressed_body()
+            original = msg.properties.get(PROPERTY_RETRY_TOPIC)
+            if original and msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                msg.topic = original  # the application sees the topic it subscribed to
+            msgs.append(msg)
+        pq.next_offset = next_offset
+        if not msgs:
+            self._consumed(pq, [])
+            return
+        pq.put(msgs)
+        for start in range(0, len(msgs), self.batch_size):
+            batch = msgs[start : start + self.batch_size]
+            assert self._pool is not None
+            self._pool.submit(self._consume, pq, batch)
+
+    # -- consuming -------------------------------------------------------------------------------
+
+    def _consume(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
+        """On a pool thread: run the listener, then settle the batch on the loop."""
+        if pq.dropped:
+            return
+        assert self.listener is not None
+        try:
+            status = self.listener(batch)
+        except Exception:
+            log.exception("consumer %s: listener failed; the messages will be redelivered", self.group)
+            status = ConsumeStatus.RECONSUME_LATER
+        if status is None:
+            status = ConsumeStatus.RECONSUME_LATER
+        instance = self._instance
+        if instance is not None:
+            instance.call_soon(self._settle, pq, batch, status)
+
+    def _settle(self, pq: ProcessQueue, batch: list[MessageExt], status: ConsumeStatus) -> None:
+        if status is ConsumeStatus.RECONSUME_LATER and self.clustering and not pq.dropped:
+            asyncio.get_running_loop().create_task(self._send_back_then_settle(pq, batch))
+            return
+        self._consumed(pq, batch)
+
+    async def _send_back_then_settle(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
+        failed = []
+        for msg in batch:
+            if not await self._send_back(msg):
+                failed.append(msg)
+        done = [m for m in batch if m not in failed]
+        self._consumed(pq, done)
+        if failed and not pq.dropped:  # could not hand it back: try here again a little later
+            await asyncio.sleep(5)
+            assert self._pool is not None
+            self._pool.submit(self._consume, pq, failed)
+
+    async def _send_back(self, msg: MessageExt) -> bool:
+        assert self._instance is not None
+        broker = next(
+            (
+                b
+                for r in self._instance.routes.values()
+                for b in r.broker_datas
+                if msg.store_host in b.addrs.values()
+            ),
+            None,
+        )
+        addr = msg.store_host if broker is None else (broker.master_addr or msg.store_host)
+        fields = {
+            "offset": str(msg.commit_log_offset),
+            "group": self.group,
+            "delayLevel": "0",
+            "originMsgId": msg.msg_id,
+            "originTopic": msg.topic,
+            "unitMode": "false",
+            "maxReconsumeTimes": str(self.max_reconsume_times),
+        }
+        try:
+            response = await self._instance.invoke(
+                addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, fields)
+            )
+        except RemotingError as exc:
+            log.info("consumer %s: send-back of %s failed: %s", self.group, msg.msg_id, exc)
+            return False
+        return response.code == ResponseCode.SUCCESS
+
+    def _consumed(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
+        offset = pq.remove(batch)
+        if not pq.dropped and self._store is not None:
+            self._store.update(pq.mq, offset, increase_only=True)
+
+
+def _readable(queue_data: QueueData) -> bool:
+    return bool(queue_data.perm & PERM_READ)

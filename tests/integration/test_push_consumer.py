@@ -1,0 +1,181 @@
+"""Our push consumer against a real nameserver and broker (``broker_core.client.consumer.push``).
+
+The consumer's client instance runs on its own thread; the servers run on the test's
+loop, so start and shutdown go through ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from broker_core.broker.controller import BrokerController
+from broker_core.broker.topics import TopicConfig
+from broker_core.client.config import ClientConfig
+from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
+from broker_core.namesrv.server import NamesrvServer
+from broker_core.store.message import MessageExt, MessageInner
+from broker_core.testing import run_broker, run_namesrv
+
+from .clusterhelpers import wait_until_routed
+
+TOPIC = "PushTopic"
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[tuple[NamesrvServer, BrokerController]]:
+    # Delay levels of 1 s, so a redelivery (level 3 + reconsume times) comes back quickly.
+    store = {"message_delay_level": " ".join(["1s"] * 18)}
+    async with (
+        run_namesrv() as ns,
+        run_broker(tmp_path / "store", ns.address, store=store, standalone_maintenance=True) as broker,
+    ):
+        broker.topics.update(TopicConfig(TOPIC, 4, 4))
+        broker.topics_changed()
+        await wait_until_routed(ns, TOPIC)
+        yield ns, broker
+
+
+def produce(broker: BrokerController, count: int, tags: str = "TagA") -> None:
+    assert broker.store is not None
+    for i in range(count):
+        msg = MessageInner(
+            TOPIC, i % 4, f"m-{i}".encode(), {"TAGS": tags, "KEYS": f"k-{i}", "UNIQ_KEY": f"U{i:031d}"}
+        )
+        assert broker.store.put_message(msg).ok
+
+
+class Collector:
+    """A listener that records what it got; ``fail`` names bodies to refuse once."""
+
+    def __init__(self, fail: set[bytes] | None = None) -> None:
+        self.got: list[MessageExt] = []
+        self.lock = threading.Lock()
+        self.fail = set(fail or ())
+
+    def __call__(self, msgs: list[MessageExt]) -> ConsumeStatus:
+        with self.lock:
+            self.got.extend(msgs)
+            for msg in msgs:
+                if msg.body in self.fail:
+                    self.fail.discard(msg.body)
+                    return ConsumeStatus.RECONSUME_LATER
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    def bodies(self) -> Counter[bytes]:
+        with self.lock:
+            return Counter(m.body for m in self.got)
+
+
+async def until(predicate, timeout: float = 15.0) -> None:  # type: ignore[no-untyped-def]
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.05)
+
+
+def consumer(
+    ns: NamesrvServer,
+    collector: Collector,
+    group: str = "push-group",
+    instance: str = "DEFAULT",
+    **options: object,
+) -> PushConsumer:
+    """A consumer of TOPIC from its first offset; ``instance`` names its client instance
+    (two consumers of one group in one process need two, as two processes would have)."""
+    config = ClientConfig(namesrv_addr=ns.address, instance_name=instance)
+    push = PushConsumer(group, config=config, consume_from_where="CONSUME_FROM_FIRST_OFFSET", **options)  # type: ignore[arg-type]
+    return push.subscribe(TOPIC, "*").register_listener(collector)
+
+
+async def test_it_consumes_everything_once_and_commits_offsets(
+    cluster: tuple[NamesrvServer, BrokerController],
+) -> None:
+    ns, broker = cluster
+    produce(broker, 40)
+    collector = Collector()
+    push = consumer(ns, collector)
+    await asyncio.to_thread(push.start)
+    try:
+        await until(lambda: sum(collector.bodies().values()) >= 40)
+    finally:
+        await asyncio.to_thread(push.shutdown)
+    assert collector.bodies() == Counter(f"m-{i}".encode() for i in range(40))
+    assert {m.tags for m in collector.got} == {"TagA"} and collector.got[0].keys
+    assert broker.store is not None
+    committed = {q: broker.store.consumer_offsets.query_offset("push-group", TOPIC, q) for q in range(4)}
+    assert committed == {0: 10, 1: 10, 2: 10, 3: 10}
+
+
+async def test_a_refused_message_comes_back_with_reconsume_times_rising(
+    cluster: tuple[NamesrvServer, BrokerController],
+) -> None:
+    ns, broker = cluster
+    produce(broker, 8)
+    collector = Collector(fail={b"m-3"})
+    push = consumer(ns, collector)
+    await asyncio.to_thread(push.start)
+    try:
+        await until(lambda: collector.bodies()[b"m-3"] >= 2)
+    finally:
+        await asyncio.to_thread(push.shutdown)
+    again = [m for m in collector.got if m.body == b"m-3"]
+    assert [m.reconsume_times for m in again[:2]] == [0, 1]
+    assert again[1].topic == TOPIC  # the retry shows the original topic
+    assert set(collector.bodies()) == {f"m-{i}".encode() for i in range(8)}
+
+
+async def test_two_consumers_split_the_queues_and_together_get_everything(
+    cluster: tuple[NamesrvServer, BrokerController],
+) -> None:
+    ns, broker = cluster
+    first, second = Collector(), Collector()
+    a = consumer(ns, first, instance="a")
+    b = consumer(ns, second, instance="b")
+    await asyncio.to_thread(a.start)
+    await asyncio.to_thread(b.start)
+    try:
+        await until(
+            lambda: len(a.process_queues) + len(b.process_queues) == 4 + 1 and len(a.process_queues) < 4
+        )
+        produce(broker, 40)
+        await until(lambda: sum(first.bodies().values()) + sum(second.bodies().values()) >= 40)
+    finally:
+        await asyncio.to_thread(a.shutdown)
+        await asyncio.to_thread(b.shutdown)
+    together = first.bodies() + second.bodies()
+    assert set(together) == {f"m-{i}".encode() for i in range(40)}
+    assert first.bodies() and second.bodies()  # both had a share
+
+
+async def test_broadcasting_gives_every_consumer_everything_with_local_offsets(
+    cluster: tuple[NamesrvServer, BrokerController], tmp_path: Path
+) -> None:
+    ns, broker = cluster
+    produce(broker, 12)
+    collectors = [Collector(), Collector()]
+    consumers = [
+        consumer(
+            ns,
+            c,
+            group="broadcast-group",
+            instance=f"bc{i}",
+            message_model="BROADCASTING",
+            offset_store_dir=str(tmp_path / "offsets"),
+        )
+        for i, c in enumerate(collectors)
+    ]
+    for push in consumers:
+        await asyncio.to_thread(push.start)
+    try:
+        await until(lambda: all(sum(c.bodies().values()) >= 12 for c in collectors))
+    finally:
+        for push in consumers:
+            await asyncio.to_thread(push.shutdown)
+    for collector in collectors:
+        assert collector.bodies() == Counter(f"m-{i}".encode() for i in range(12))
+    assert len(list((tmp_path / "offsets").rglob("offsets.json"))) == 2
