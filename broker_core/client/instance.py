@@ -8,7 +8,10 @@ from every broker and closes the connections.
 
 The instance runs its own asyncio loop on a daemon thread, so that applications, Celery
 tasks and Spark executors can call producers and consumers from any thread without an
-event loop of their own; ``submit`` hands a coroutine to that loop.
+event loop of their own; ``submit`` hands a coroutine to that loop and ``call`` waits for
+it.  Application callbacks never run on that loop (``run_callback`` gives them a small
+thread pool, RocketMQ's callback executor): a callback that blocks, or sends
+synchronously, would otherwise stall or deadlock every request of the process.
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ from typing import Any, Protocol, TypeVar
 
 import orjson
 
+from broker_core.client.adminmodels import as_message_queue
 from broker_core.client.config import ClientConfig
 from broker_core.client.routes import TopicRoute
 from broker_core.errors import BrokerRefusedError, ClientError, NoRouteError
+from broker_core.messagequeue import MessageQueue
 from broker_core.remoting import fastjson
 from broker_core.remoting.acl import sign_request
 from broker_core.remoting.client import RemotingClient
@@ -91,6 +96,13 @@ class ClientInstance:
         )
         self._remoting: RemotingClient | None = None
         self._timers: list[asyncio.Task[None]] = []
+        # Guards _stopped against submit(): nothing is handed to a loop about to stop.
+        self._state_lock = threading.Lock()
+        # The coroutines submitted and not finished: failed, not orphaned, at shutdown.
+        self._inflight: set[asyncio.Task[Any]] = set()
+        self._callbacks = concurrent.futures.ThreadPoolExecutor(
+            max_workers=4, thread_name_prefix=f"quiver-callback-{self.client_id}"
+        )
 
     # -- the loop thread -------------------------------------------------------------------
 
@@ -101,6 +113,7 @@ class ClientInstance:
     async def _open(self) -> None:
         self._remoting = RemotingClient(connect_timeout=self.config.request_timeout_ms / 1000)
         self._remoting.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_consumer_ids_changed)
+        self._remoting.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
         self._timers = [
             asyncio.create_task(self._every(self.config.poll_name_server_interval, self.refresh_routes)),
             asyncio.create_task(self._every(self.config.heartbeat_broker_interval, self.heartbeat_all)),
@@ -113,12 +126,68 @@ class ClientInstance:
         if notify is not None:
             notify()
 
+    def _on_reset_offset(self, request: RemotingCommand, conn: Any) -> None:
+        """A broker reset a group's offsets (the console, mqadmin): its consumer jumps there."""
+        member = self.consumers.get(request.ext_fields.get("group", ""))
+        reset = getattr(member, "on_reset_offset", None)
+        if reset is None:
+            return
+        try:
+            body = fastjson.loads(request.body) if request.body else {}
+            table = body.get("offsetTable") or {}
+            if isinstance(table, dict):  # fastjson's MessageQueue-keyed map
+                offsets = {as_message_queue(key): int(offset) for key, offset in table.items()}
+            else:  # the array form brokers send C++ clients
+                offsets = {MessageQueue.from_json(row): int(row["offset"]) for row in table}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.warning("ignoring a malformed offset reset from %s: %s", conn.remote_address, exc)
+            return
+        reset(request.ext_fields.get("topic", ""), offsets)
+
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        """Run ``coro`` on the instance's loop; a future any thread can wait on."""
-        if self._stopped:
+        """Run ``coro`` on the instance's loop; a future any thread can wait on.
+
+        A coroutine still running when the instance shuts down fails with ClientError, so
+        its future always completes.
+        """
+        with self._state_lock:
+            if self._stopped:
+                coro.close()
+                raise ClientError(f"client instance {self.client_id} is shut down")
+            return asyncio.run_coroutine_threadsafe(self._tracked(coro), self._loop)
+
+    def call(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
+        """Run ``coro`` on the instance's loop and wait for its result (blocking API).
+
+        Refused on the loop's own thread, where waiting would deadlock the instance.
+        """
+        if threading.get_ident() == self._thread.ident:
             coro.close()
-            raise ClientError(f"client instance {self.client_id} is shut down")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+            raise ClientError(
+                "a blocking client call was made on the client's own event-loop thread; "
+                "it would deadlock: use the async API there"
+            )
+        return self.submit(coro).result(timeout_s)
+
+    def run_callback(self, callback: Any, *args: Any) -> None:
+        """Run an application callback off the loop thread (RocketMQ's callback executor)."""
+        try:
+            self._callbacks.submit(callback, *args)
+        except RuntimeError:  # the pool is shut down: the instance is gone, run it here
+            callback(*args)
+
+    async def _tracked(self, coro: Coroutine[Any, Any, T]) -> T:
+        task = asyncio.current_task()
+        assert task is not None
+        self._inflight.add(task)
+        try:
+            return await coro
+        except asyncio.CancelledError:
+            if self._stopped:
+                raise ClientError(f"client instance {self.client_id} shut down during the request") from None
+            raise
+        finally:
+            self._inflight.discard(task)
 
     def call_soon(self, callback: Any, *args: Any) -> None:
         """Run ``callback(*args)`` on the instance's loop (from any thread)."""
@@ -138,17 +207,21 @@ class ClientInstance:
                 log.exception("client timer %s failed", getattr(job, "__name__", job))
 
     def _shutdown(self) -> None:
-        if self._stopped:
-            return
+        """Stop taking work, close (unregister, connections), fail what is still running,
+        then stop the loop: no caller is left waiting on a future that can never complete."""
+        with self._state_lock:
+            if self._stopped:
+                return
+            self._stopped = True
         try:
-            self.submit(self._close()).result(timeout=10)
+            asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=10)
         except Exception:
             log.exception("client instance %s did not close cleanly", self.client_id)
-        self._stopped = True
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
             self._loop.close()
+        self._callbacks.shutdown(wait=False)
 
     async def _close(self) -> None:
         for task in self._timers:
@@ -157,6 +230,10 @@ class ClientInstance:
         await self.unregister_all()
         if self._remoting is not None:
             await self._remoting.close()
+        inflight = list(self._inflight)
+        for task in inflight:
+            task.cancel()
+        await asyncio.gather(*inflight, return_exceptions=True)
 
     # -- requests --------------------------------------------------------------------------
 

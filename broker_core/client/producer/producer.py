@@ -41,7 +41,7 @@ from broker_core.errors import (
 from broker_core.messagequeue import MessageQueue
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
-from broker_core.remoting.errors import RemotingError
+from broker_core.remoting.errors import RemotingError, RemotingTimeoutError
 from broker_core.store.hashcode import java_hash_code
 from broker_core.store.message import (
     COMPRESSED_FLAG,
@@ -168,8 +168,16 @@ class Producer:
         timeout_ms: int | None = None,
     ) -> SendResult:
         """Send and wait for the broker's answer (retried on another broker when it fails)."""
-        future = self.send_async(msg, queue=queue, selector=selector, arg=arg, timeout_ms=timeout_ms)
-        return future.result()
+        return self.instance.call(
+            self._send(
+                msg,
+                queue,
+                selector,
+                arg,
+                timeout_ms or self.send_msg_timeout_ms,
+                self.retry_times_when_send_failed,
+            )
+        )
 
     def send_async(
         self,
@@ -181,20 +189,30 @@ class Producer:
         arg: Any = None,
         timeout_ms: int | None = None,
     ) -> concurrent.futures.Future[SendResult]:
-        """Send without waiting: a future of the result; ``callback(result, error)`` when done."""
-        retries = (
-            self.retry_times_when_send_failed if callback is None else self.retry_times_when_send_async_failed
-        )
-        future = self.instance.submit(
-            self._send(msg, queue, selector, arg, timeout_ms or self.send_msg_timeout_ms, retries)
+        """Send without waiting: a future of the result; ``callback(result, error)`` when done.
+
+        Retried ``retry_times_when_send_async_failed`` times, callback or not.  The callback
+        runs on the instance's callback threads, never on its event loop, so it may block
+        or send synchronously.
+        """
+        instance = self.instance
+        future = instance.submit(
+            self._send(
+                msg,
+                queue,
+                selector,
+                arg,
+                timeout_ms or self.send_msg_timeout_ms,
+                self.retry_times_when_send_async_failed,
+            )
         )
         if callback is not None:
-            future.add_done_callback(lambda f: _run_callback(callback, f))
+            future.add_done_callback(lambda f: instance.run_callback(_run_callback, callback, f))
         return future
 
     def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None) -> None:
         """Send with nothing coming back: no result, no retry (logs, metrics)."""
-        self.instance.submit(self._send_oneway(msg, queue)).result()
+        self.instance.call(self._send_oneway(msg, queue))
 
     def send_orderly(self, msg: Message, sharding_key: str, *, timeout_ms: int | None = None) -> SendResult:
         """Send to the queue ``sharding_key`` hashes to: one key's messages stay in order."""
@@ -202,11 +220,11 @@ class Producer:
 
     def send_batch(self, msgs: Sequence[Message], *, queue: MessageQueue | None = None) -> SendResult:
         """Send messages of one topic as one request; they land in one queue, in order."""
-        return self.instance.submit(self._send_batch(list(msgs), queue)).result()
+        return self.instance.call(self._send_batch(list(msgs), queue))
 
     def queues_of(self, topic: str) -> list[MessageQueue]:
         """The queues a message of ``topic`` may be sent to (for a custom selector)."""
-        return list(self.instance.submit(self._publish_info(topic)).result().message_queues)
+        return list(self.instance.call(self._publish_info(topic)).message_queues)
 
     # -- on the instance's loop ---------------------------------------------------------------
 
@@ -264,17 +282,31 @@ class Producer:
         arg: Any,
         timeout_ms: int,
         retries: int,
+        *,
+        prepared: tuple[bytes, dict[str, str], int] | None = None,
+        batch: bool = False,
     ) -> SendResult:
-        body, props, sys_flag = self._prepare(msg)
+        """One send with RocketMQ's retry rules, all attempts within ``timeout_ms``.
+
+        Retried on another broker: transport failures (connect, timeout, connection lost),
+        a broker missing from the refreshed route, and the broker answers in RETRY_CODES;
+        any other broker answer is raised at once.  After the last attempt the error says
+        why: SendTimeoutError when time ran out or the last attempt timed out,
+        BrokerRefusedError (with the last code) when brokers refused, else ClientError.
+        """
+        body, props, sys_flag = prepared if prepared is not None else self._prepare(msg)
         deadline = time.monotonic() + timeout_ms / 1000
         info = await self._publish_info(msg.topic)
         if queue is not None or selector is not None:
             retries = 0  # a chosen queue is that queue or nothing, as in RocketMQ
         last_broker: str | None = None
         problems: list[str] = []
+        last_error: Exception | None = None
+        call_timeout = False
         for attempt in range(1 + retries):
             left = deadline - time.monotonic()
             if left <= 0:
+                call_timeout = True
                 break
             if queue is not None:
                 target = queue
@@ -284,21 +316,29 @@ class Producer:
                 target = self.fault_strategy.select_one_message_queue(info, last_broker)
             started = time.monotonic()
             try:
-                return await self._send_kernel(target, msg, body, props, sys_flag, left)
-            except (RemotingError, BrokerRefusedError) as exc:
+                return await self._send_kernel(target, msg, body, props, sys_flag, left, batch=batch)
+            except (RemotingError, BrokerRefusedError, NoRouteError) as exc:
                 elapsed_ms = int((time.monotonic() - started) * 1000)
-                self.fault_strategy.update_fault_item(target.broker_name, elapsed_ms, True)
+                # A broker gone from the route (Java's MQClientException) is not isolated.
+                isolate = not isinstance(exc, NoRouteError)
+                self.fault_strategy.update_fault_item(target.broker_name, elapsed_ms, isolate)
                 if isinstance(exc, BrokerRefusedError) and exc.code not in RETRY_CODES:
                     raise
                 problems.append(f"{target}: {exc}")
+                last_error = exc
                 last_broker = target.broker_name
                 log.info("send of %s to %s failed (attempt %d): %s", msg.unique_id, target, attempt + 1, exc)
-        if problems and not any("timed out" in p or "timeout" in p for p in problems):
-            raise ClientError(f"send to {msg.topic!r} failed {len(problems)} time(s): " + "; ".join(problems))
-        raise SendTimeoutError(
-            f"send to {msg.topic!r} not answered within {timeout_ms} ms"
-            + (": " + "; ".join(problems) if problems else "")
-        )
+        detail = ": " + "; ".join(problems) if problems else ""
+        if call_timeout or isinstance(last_error, RemotingTimeoutError):
+            raise SendTimeoutError(f"send to {msg.topic!r} not answered within {timeout_ms} ms{detail}")
+        if isinstance(last_error, BrokerRefusedError):
+            raise BrokerRefusedError(
+                f"send to {msg.topic!r} refused {len(problems)} time(s){detail}",
+                code=last_error.code,
+                remark=last_error.remark,
+                addr=last_error.addr,
+            )
+        raise ClientError(f"send to {msg.topic!r} failed {len(problems)} time(s){detail}")
 
     async def _send_kernel(
         self,
@@ -407,10 +447,16 @@ class Producer:
                 f"the batch is {len(body)} bytes, over maxMessageSize {self.max_message_size}"
             )
         container = Message(topic, body)
-        info = await self._publish_info(topic)
-        target = queue or self.fault_strategy.select_one_message_queue(info, None)
-        result = await self._send_kernel(
-            target, container, body, {}, 0, self.send_msg_timeout_ms / 1000, batch=True
+        # Through the retrying path, as Java's send(Collection) goes through sendDefaultImpl.
+        result = await self._send(
+            container,
+            queue,
+            None,
+            None,
+            self.send_msg_timeout_ms,
+            self.retry_times_when_send_failed,
+            prepared=(body, {}, 0),
+            batch=True,
         )
         ids = ",".join(m.unique_id or "" for m in msgs)
         return SendResult(
@@ -420,7 +466,9 @@ class Producer:
 
 def _run_callback(callback: SendCallback, future: concurrent.futures.Future[SendResult]) -> None:
     try:
-        error = future.exception()
+        error: BaseException | None = (
+            ClientError("the send was cancelled") if future.cancelled() else future.exception()
+        )
         callback(None if error is not None else future.result(), error)
     except Exception:  # the application's callback must not kill the client's thread
         log.exception("send callback failed")
