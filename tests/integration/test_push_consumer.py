@@ -179,3 +179,23 @@ async def test_broadcasting_gives_every_consumer_everything_with_local_offsets(
     for collector in collectors:
         assert collector.bodies() == Counter(f"m-{i}".encode() for i in range(12))
     assert len(list((tmp_path / "offsets").rglob("offsets.json"))) == 2
+
+
+async def test_a_reset_by_time_makes_a_running_consumer_consume_again(
+    cluster: tuple[NamesrvServer, BrokerController],
+) -> None:
+    from broker_core.client import AdminClient
+
+    ns, broker = cluster
+    produce(broker, 8)
+    collector = Collector()
+    push = consumer(ns, collector, group="reset-group")
+    await asyncio.to_thread(push.start)
+    try:
+        await until(lambda: sum(collector.bodies().values()) >= 8)
+        async with AdminClient(ns.address) as admin:
+            await admin.reset_offset_to_earliest("reset-group", TOPIC)
+        await until(lambda: sum(collector.bodies().values()) >= 16)
+    finally:
+        await asyncio.to_thread(push.shutdown)
+    assert collector.bodies() == Counter({f"m-{i}".encode(): 2 for i in range(8)})

@@ -292,6 +292,28 @@ class PushConsumer:
         """NOTIFY_CONSUMER_IDS_CHANGED: rebalance now, not at the next timer."""
         asyncio.get_running_loop().create_task(self.rebalance())
 
+    def on_reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET: drop the queues, take the new offsets, pull again."""
+        asyncio.get_running_loop().create_task(self._reset_offsets(offsets))
+
+    async def _reset_offsets(self, offsets: dict[MessageQueue, int]) -> None:
+        assert self._rebalance_lock is not None and self._store is not None
+        async with self._rebalance_lock:
+            for mq, offset in offsets.items():
+                pq = self.process_queues.pop(mq, None)
+                if pq is None:
+                    continue
+                pq.dropped = True  # what it still holds is not committed over the new offset
+                task = self._pull_tasks.pop(mq, None)
+                if task is not None:
+                    task.cancel()
+                self._store.update(mq, offset)
+                await self._store.persist(mq)
+                log.info("consumer %s: offset of %s reset to %d", self.group, mq, offset)
+                new = ProcessQueue(mq, offset)
+                self.process_queues[mq] = new
+                self._pull_tasks[mq] = asyncio.create_task(self._pull_loop(new), name=f"pull-{mq}")
+
     # -- rebalance -------------------------------------------------------------------------------
 
     async def rebalance(self) -> None:
