@@ -199,3 +199,42 @@ async def test_a_reset_by_time_makes_a_running_consumer_consume_again(
     finally:
         await asyncio.to_thread(push.shutdown)
     assert collector.bodies() == Counter({f"m-{i}".encode(): 2 for i in range(8)})
+
+
+def in_queue_order(got: list[MessageExt]) -> bool:
+    """Per queue, offsets never go back except to repeat the message just refused."""
+    last: dict[int, int] = {}
+    for msg in got:
+        previous = last.get(msg.queue_id, -1)
+        if msg.queue_offset < previous:
+            return False
+        last[msg.queue_id] = msg.queue_offset
+    return True
+
+
+async def test_orderly_keeps_queue_order_across_a_failure_and_a_rebalance(
+    cluster: tuple[NamesrvServer, BrokerController],
+) -> None:
+    ns, broker = cluster
+    produce(broker, 40)
+    first, second = Collector(fail={b"m-5", b"m-6"}), Collector()
+    a = consumer(
+        ns, first, group="orderly-group", instance="oa", orderly=True, suspend_current_queue_time_ms=100
+    )
+    b = consumer(
+        ns, second, group="orderly-group", instance="ob", orderly=True, suspend_current_queue_time_ms=100
+    )
+    await asyncio.to_thread(a.start)
+    try:
+        await until(lambda: sum(first.bodies().values()) >= 20)
+        await asyncio.to_thread(b.start)  # a rebalance hands some queues over mid-stream
+        produce_more = [f"m-{i}".encode() for i in range(40)]
+        await until(lambda: set(first.bodies()) | set(second.bodies()) >= set(produce_more))
+    finally:
+        await asyncio.to_thread(b.shutdown)
+        await asyncio.to_thread(a.shutdown)
+    assert in_queue_order(first.got) and in_queue_order(second.got)
+    refused = [m for m in first.got if m.body == b"m-5"]
+    assert len(refused) >= 2 and refused[1].reconsume_times == 1  # retried here, not sent back
+    assert broker.store is not None
+    assert broker.store.get_max_offset_in_queue("%RETRY%orderly-group", 0) == 0  # nothing sent back

@@ -9,6 +9,11 @@ automatically) with rising reconsume times, then to the DLQ.  An offset is commi
 below the oldest message still being consumed, so a consumer that dies holding messages
 has them delivered again (at least once).
 
+With ``orderly=True`` each queue is consumed by one thread at a time, in queue order,
+and only while this consumer holds the queue's lock on the broker (LOCK_BATCH_MQ, renewed
+every 20 s): a batch the listener refuses is retried here after a pause, never sent
+back, so order holds across failures and rebalances.
+
 Queues are assigned by a rebalance: every 20 s, at start, and at once when the broker
 says the group changed (NOTIFY_CONSUMER_IDS_CHANGED).  Pulling a queue stops while it
 holds more than ``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue``
@@ -59,6 +64,7 @@ BROKER_SUSPEND_MAX_MS = 15_000
 PULL_TIMEOUT_S = 30.0
 PULL_DELAY_ON_EXCEPTION_S = 3.0
 FLOW_CONTROL_DELAY_S = 0.05
+REBALANCE_LOCK_INTERVAL_MS = 20_000
 PERM_READ = 0x4
 
 
@@ -82,6 +88,14 @@ class ProcessQueue:
     size: int = 0
     dropped: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Orderly: the broker's lock is held, and one thread is consuming the queue.
+    locked: bool = False
+    consuming: bool = False
+
+    def first(self, count: int) -> list[MessageExt]:
+        """The ``count`` oldest messages held (orderly consumption takes them in order)."""
+        with self.lock:
+            return [self.messages[offset] for offset in sorted(self.messages)[:count]]
 
     def put(self, msgs: Sequence[MessageExt]) -> None:
         with self.lock:
@@ -125,6 +139,8 @@ class PushConsumer:
         max_reconsume_times: int = 16,
         rebalance_interval_ms: int = 20_000,
         offset_store_dir: str | None = None,
+        orderly: bool = False,
+        suspend_current_queue_time_ms: int = 1_000,
     ) -> None:
         if message_model not in ("CLUSTERING", "BROADCASTING"):
             raise ClientError(f"message_model must be CLUSTERING or BROADCASTING, not {message_model!r}")
@@ -142,6 +158,8 @@ class PushConsumer:
         self.max_reconsume_times = max_reconsume_times
         self.rebalance_interval_ms = rebalance_interval_ms
         self.offset_store_dir = offset_store_dir
+        self.orderly = orderly
+        self.suspend_s = suspend_current_queue_time_ms / 1000
         self.subscriptions: dict[str, str] = {}
         self.listener: Listener | None = None
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
@@ -239,6 +257,10 @@ class PushConsumer:
             asyncio.create_task(self._every(self.rebalance_interval_ms, self.rebalance)),
             asyncio.create_task(self._every(self.config.persist_consumer_offset_interval, self._persist)),
         ]
+        if self.orderly and self.clustering:
+            self._timers.append(
+                asyncio.create_task(self._every(REBALANCE_LOCK_INTERVAL_MS, self._relock_all))
+            )
 
     def shutdown(self) -> None:
         """Stop pulling, let running listeners finish, commit offsets, unregister."""
@@ -266,6 +288,8 @@ class PushConsumer:
 
     async def _finish(self, instance: ClientInstance) -> None:
         await self._persist()
+        if self.orderly and self.clustering:
+            await self._lock_request(RequestCode.UNLOCK_BATCH_MQ, list(self.process_queues))
         await instance.unregister(self, consumer=True)
 
     def __enter__(self) -> PushConsumer:
@@ -373,12 +397,20 @@ class PushConsumer:
         assert self._store is not None
         await self._store.persist(mq)
         self._store.remove(mq)
+        if self.orderly and self.clustering:
+            await self._lock_request(RequestCode.UNLOCK_BATCH_MQ, [mq])
 
     async def _add(self, mq: MessageQueue) -> None:
+        if (
+            self.orderly
+            and self.clustering
+            and mq not in await self._lock_request(RequestCode.LOCK_BATCH_MQ, [mq])
+        ):
+            return  # another consumer still holds it: the next rebalance tries again
         offset = await self._start_offset(mq)
         if offset < 0:
             return
-        pq = ProcessQueue(mq, offset)
+        pq = ProcessQueue(mq, offset, locked=True)
         self.process_queues[mq] = pq
         self._pull_tasks[mq] = asyncio.create_task(self._pull_loop(pq), name=f"pull-{mq}")
 
@@ -486,6 +518,9 @@ class PushConsumer:
             self._consumed(pq, [])
             return
         pq.put(msgs)
+        if self.orderly:
+            self._consume_orderly_soon(pq)
+            return
         for start in range(0, len(msgs), self.batch_size):
             batch = msgs[start : start + self.batch_size]
             assert self._pool is not None
@@ -556,6 +591,84 @@ class PushConsumer:
             log.info("consumer %s: send-back of %s failed: %s", self.group, msg.msg_id, exc)
             return False
         return response.code == ResponseCode.SUCCESS
+
+    # -- orderly ---------------------------------------------------------------------------------
+
+    def _consume_orderly_soon(self, pq: ProcessQueue) -> None:
+        """Start the queue's one consuming thread unless it is running."""
+        with pq.lock:
+            if pq.consuming:
+                return
+            pq.consuming = True
+        assert self._pool is not None
+        self._pool.submit(self._consume_orderly, pq)
+
+    def _consume_orderly(self, pq: ProcessQueue) -> None:
+        """On a pool thread: the queue's messages in order, one batch at a time; a refused
+        batch is offered again after a pause (the offset does not move meanwhile)."""
+        assert self.listener is not None
+        try:
+            while not pq.dropped and pq.locked:
+                batch = pq.first(self.batch_size)
+                if not batch:
+                    break
+                try:
+                    status = self.listener(batch)
+                except Exception:
+                    log.exception("consumer %s: orderly listener failed; retrying in place", self.group)
+                    status = ConsumeStatus.RECONSUME_LATER
+                if status is ConsumeStatus.CONSUME_SUCCESS:
+                    self._consumed(pq, batch)
+                else:
+                    for msg in batch:
+                        msg.reconsume_times += 1
+                    time.sleep(self.suspend_s)
+        finally:
+            with pq.lock:
+                pq.consuming = False
+                more = bool(pq.messages) and not pq.dropped and pq.locked
+        if more:
+            self._consume_orderly_soon(pq)
+
+    async def _relock_all(self) -> None:
+        """Renew the broker locks of every held queue; a queue whose lock was lost stops."""
+        held = list(self.process_queues)
+        locked = await self._lock_request(RequestCode.LOCK_BATCH_MQ, held)
+        for mq in held:
+            pq = self.process_queues.get(mq)
+            if pq is None:
+                continue
+            was_locked, pq.locked = pq.locked, mq in locked
+            if pq.locked and not was_locked and pq.messages:
+                self._consume_orderly_soon(pq)
+
+    async def _lock_request(self, code: int, mqs: list[MessageQueue]) -> set[MessageQueue]:
+        """LOCK_BATCH_MQ / UNLOCK_BATCH_MQ to each broker of ``mqs``; the queues locked."""
+        assert self._instance is not None
+        locked: set[MessageQueue] = set()
+        by_broker: dict[str, list[MessageQueue]] = {}
+        for mq in mqs:
+            by_broker.setdefault(mq.broker_name, []).append(mq)
+        for broker_name, queues in by_broker.items():
+            addr = self._instance.master_addr(broker_name)
+            if addr is None:
+                continue
+            body = orjson.dumps(
+                {
+                    "consumerGroup": self.group,
+                    "clientId": self._instance.client_id,
+                    "mqSet": [q.to_json() for q in queues],
+                }
+            )
+            try:
+                response = await self._instance.invoke(addr, RemotingCommand.request(code, body=body))
+            except RemotingError as exc:
+                log.info("consumer %s: %s to %s failed: %s", self.group, RequestCode(code).name, addr, exc)
+                continue
+            if code == RequestCode.LOCK_BATCH_MQ and response.code == ResponseCode.SUCCESS:
+                for item in orjson.loads(response.body).get("lockOKMQSet") or []:
+                    locked.add(MessageQueue.from_json(item))
+        return locked
 
     def _consumed(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
         offset = pq.remove(batch)
