@@ -16,7 +16,6 @@ import concurrent.futures
 import contextlib
 import threading
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
