@@ -298,7 +298,6 @@ class PullConsumer:
         for topic in self._subscriptions:
             await instance.route(topic)
         await instance.register_consumer(self)
-        instance.register_handler(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, _consumer_ids_changed(instance))
         self._timers = [
             asyncio.create_task(self._every(self.config.persist_consumer_offset_interval, self._persist_all)),
             asyncio.create_task(self._every(self.rebalance_interval_ms, self._rebalance)),
@@ -351,7 +350,7 @@ class PullConsumer:
         return data
 
     def on_consumer_ids_changed(self) -> None:
-        """The group's members changed (the broker's notice): rebalance now."""
+        """The group's members changed (the instance relays the broker's notice): rebalance now."""
         if self._instance is not None and self._subscriptions:
             self._instance.call_soon(self._spawn_rebalance)
 
@@ -769,18 +768,6 @@ class PullConsumer:
 
 def _read_queues(topic: str, queue_data: QueueData) -> Iterable[MessageQueue]:
     return (MessageQueue(topic, queue_data.broker_name, i) for i in range(queue_data.read_queue_nums))
-
-
-def _consumer_ids_changed(instance: ClientInstance) -> Any:
-    """The instance's NOTIFY_CONSUMER_IDS_CHANGED handler: tell that group's consumer."""
-
-    def handle(request: RemotingCommand, conn: Any) -> None:
-        member = instance.consumers.get(request.ext_fields.get("consumerGroup", ""))
-        callback = getattr(member, "on_consumer_ids_changed", None)
-        if callable(callback):
-            callback()
-
-    return handle
 
 
 def _refused(addr: str, what: str, response: RemotingCommand) -> BrokerRefusedError:
