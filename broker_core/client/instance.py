@@ -100,6 +100,9 @@ class ClientInstance:
         self._state_lock = threading.Lock()
         # The coroutines submitted and not finished: failed, not orphaned, at shutdown.
         self._inflight: set[asyncio.Task[Any]] = set()
+        # Broker addresses that have had a heartbeat: a new one gets its first at once.
+        self._heartbeated: set[str] = set()
+        self._background: set[asyncio.Task[None]] = set()
         self._callbacks = concurrent.futures.ThreadPoolExecutor(
             max_workers=4, thread_name_prefix=f"quiver-callback-{self.client_id}"
         )
@@ -224,9 +227,9 @@ class ClientInstance:
         self._callbacks.shutdown(wait=False)
 
     async def _close(self) -> None:
-        for task in self._timers:
+        for task in [*self._timers, *self._background]:
             task.cancel()
-        await asyncio.gather(*self._timers, return_exceptions=True)
+        await asyncio.gather(*self._timers, *self._background, return_exceptions=True)
         await self.unregister_all()
         if self._remoting is not None:
             await self._remoting.close()
@@ -297,6 +300,7 @@ class ClientInstance:
                 problems.append(f"{addr}: malformed route: {exc}")
                 continue
             self.routes[topic] = route
+            self._greet_new_brokers(route)
             return route
         raise NoRouteError(f"no route for topic {topic!r}: " + "; ".join(problems))
 
@@ -359,24 +363,55 @@ class ClientInstance:
             }
         )
 
+    def _greet_new_brokers(self, route: TopicRoute) -> None:
+        """Heartbeat, in the background, brokers of ``route`` that have had none yet.
+
+        Without it a broker would learn of this client's groups only at the next 30-second
+        round: until then it could not check a transaction back with the producer group, and
+        the console would not list the producer.  (Java's first heartbeat round runs one
+        second after start, by when the first sends have read their routes.)
+        """
+        if not self.producers and not self.consumers:
+            return
+        fresh = {
+            addr
+            for broker in route.broker_datas
+            for broker_id, addr in broker.addrs.items()
+            if (broker_id == MASTER_ID or self.consumers) and addr not in self._heartbeated
+        }
+        if not fresh:
+            return
+        self._heartbeated.update(fresh)
+        body = self.heartbeat_body()
+        task = asyncio.get_running_loop().create_task(
+            self._to_addrs(fresh, lambda: RemotingCommand.request(RequestCode.HEART_BEAT, body=body))
+        )
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     async def heartbeat_all(self) -> None:
         """One heartbeat to every broker of the cached routes: masters for producers, every
         address when there are consumers (they may pull from slaves)."""
         if not self.producers and not self.consumers:
             return
         body = self.heartbeat_body()
-        await self._each_broker(
-            lambda: RemotingCommand.request(RequestCode.HEART_BEAT, body=body),
-            masters_only=not self.consumers,
-        )
+        addrs = self._broker_addrs(masters_only=not self.consumers)
+        self._heartbeated.update(addrs)
+        await self._to_addrs(addrs, lambda: RemotingCommand.request(RequestCode.HEART_BEAT, body=body))
 
     async def _each_broker(self, make: Any, *, masters_only: bool = True) -> None:
+        await self._to_addrs(self._broker_addrs(masters_only=masters_only), make)
+
+    def _broker_addrs(self, *, masters_only: bool) -> set[str]:
         addrs = set()
         for route in self.routes.values():
             for broker in route.broker_datas:
                 for broker_id, addr in broker.addrs.items():
                     if broker_id == MASTER_ID or not masters_only:
                         addrs.add(addr)
+        return addrs
+
+    async def _to_addrs(self, addrs: set[str], make: Any) -> None:
         await asyncio.gather(*(self._quietly(addr, make()) for addr in sorted(addrs)))
 
     async def _quietly(self, addr: str, request: RemotingCommand) -> None:

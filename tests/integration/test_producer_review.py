@@ -144,3 +144,16 @@ async def test_many_threads_share_one_producer(
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             ids = await asyncio.to_thread(lambda: [i for ids in pool.map(worker, range(8)) for i in ids])
     assert len(ids) == len(set(ids)) == 160
+
+
+async def test_a_broker_hears_of_the_producer_at_its_first_send(
+    cluster: tuple[NamesrvServer, BrokerController],  # noqa: F811
+) -> None:
+    ns, broker = cluster
+    async with started(Producer("review-heartbeat", ns.address)) as producer:
+        assert "review-heartbeat" not in broker.clients.producers  # no route known at start
+        await asyncio.to_thread(producer.send, Message(TOPIC, b"hello"))
+        # Not 30 s later at the timer's round: the route lookup greets the new broker.
+        async with asyncio.timeout(2):
+            while not broker.clients.producers.get("review-heartbeat"):
+                await asyncio.sleep(0.02)
