@@ -19,6 +19,7 @@ from typing import Any
 from broker_core.remoting.codes import RequestCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.store.hashcode import tags_code
+from broker_core.tags import parse_tags
 
 log = logging.getLogger(__name__)
 
@@ -62,14 +63,6 @@ class Subscription:
     def tag_codes(self) -> frozenset[int] | None:
         tags = self.tags
         return None if tags is None else frozenset(tags_code(t) for t in tags)
-
-
-def parse_tags(expression: str | None) -> frozenset[str] | None:
-    """``"TagA || TagB"`` -> {"TagA", "TagB"}; ``*`` or empty -> None (everything)."""
-    if expression is None or expression.strip() in ("", "*"):
-        return None
-    tags = frozenset(part.strip() for part in expression.split("||") if part.strip())
-    return tags or None
 
 
 CHANNEL_EXPIRED_MS = 120_000

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from broker_core.broker.clients import parse_tags
 from broker_core.errors import AdminError
 from broker_core.messagequeue import MessageQueue
 from broker_core.remoting.codes import RequestCode, ResponseCode
@@ -32,6 +31,7 @@ from broker_core.store.message import (
     encode_properties,
     iter_records,
 )
+from broker_core.tags import parse_tags
 from broker_core.topics import retry_topic
 
 if TYPE_CHECKING:

@@ -16,12 +16,12 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from broker_core.broker.clients import parse_tags
 from broker_core.broker.topics import is_readable
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.store.hashcode import tags_code
 from broker_core.store.results import GetMessageResult, GetMessageStatus
+from broker_core.tags import parse_tags
 
 if TYPE_CHECKING:
     from broker_core.broker.controller import BrokerController

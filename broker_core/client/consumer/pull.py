@@ -79,6 +79,7 @@ from broker_core.store.message import (
     RecordFormatError,
     iter_records,
 )
+from broker_core.tags import SUB_ALL, parse_tags
 from broker_core.topics import group_problem, topic_problem
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,6 @@ log = logging.getLogger(__name__)
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
-SUB_ALL = "*"
 PERM_READ = 0x4
 
 # How long a background pull waits after a failure before trying the queue again.
@@ -151,7 +151,7 @@ class SubscriptionData:
     @classmethod
     def of(cls, topic: str, expression: str | None) -> SubscriptionData:
         expression = (expression or "").strip() or SUB_ALL
-        return cls(topic, expression, parse_tag_expression(expression), time.time_ns() // 1_000_000)
+        return cls(topic, expression, parse_tags(expression), time.time_ns() // 1_000_000)
 
     def matches(self, msg: MessageExt) -> bool:
         """The client-side filter: the message's tag is one of ours (by string)."""
@@ -171,14 +171,6 @@ class SubscriptionData:
             data["tagsSet"] = ordered
             data["codeSet"] = [tags_code(t) for t in ordered]
         return data
-
-
-def parse_tag_expression(expression: str | None) -> frozenset[str] | None:
-    """``"TagA || TagB"`` -> {"TagA", "TagB"}; ``*`` or empty -> None (every message)."""
-    if expression is None or expression.strip() in ("", SUB_ALL):
-        return None
-    tags = frozenset(part.strip() for part in expression.split("||") if part.strip())
-    return tags or None
 
 
 def decode_pull_body(body: bytes, min_offset: int, max_offset: int) -> list[MessageExt]:
@@ -791,5 +783,4 @@ __all__ = [
     "PullStatus",
     "SubscriptionData",
     "decode_pull_body",
-    "parse_tag_expression",
 ]

@@ -34,7 +34,6 @@ from typing import Any
 
 import orjson
 
-from broker_core.broker.clients import parse_tags
 from broker_core.client.config import ClientConfig
 from broker_core.client.consumer.offsetstore import (
     NO_OFFSET,
@@ -43,6 +42,7 @@ from broker_core.client.consumer.offsetstore import (
     ReadOffsetType,
     RemoteBrokerOffsetStore,
 )
+from broker_core.client.consumer.pull import SubscriptionData
 from broker_core.client.consumer.rebalance import AllocateMessageQueueAveragely, sort_for_allocate
 from broker_core.client.instance import ClientInstance
 from broker_core.errors import ClientError, NoRouteError
@@ -51,8 +51,8 @@ from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.errors import RemotingError
 from broker_core.routedata import QueueData
-from broker_core.store.hashcode import tags_code
 from broker_core.store.message import PROPERTY_RETRY_TOPIC, MessageExt, RecordFormatError, iter_records
+from broker_core.tags import parse_tags
 from broker_core.topics import RETRY_GROUP_TOPIC_PREFIX, group_problem, retry_topic
 
 log = logging.getLogger(__name__)
@@ -169,6 +169,7 @@ class PushConsumer:
         self._pool: ThreadPoolExecutor | None = None
         self._timers: list[asyncio.Task[None]] = []
         self._rebalance_lock: asyncio.Lock | None = None
+        self._stopping = False  # set at shutdown: no rebalance may start a pull after it
 
     # -- configuration -------------------------------------------------------------------------
 
@@ -193,20 +194,10 @@ class PushConsumer:
         return subs
 
     def heartbeat_data(self) -> dict[str, Any]:
-        subscriptions = []
-        for topic, expression in sorted(self._all_subscriptions().items()):
-            tags = sorted(parse_tags(expression) or ())
-            subscriptions.append(
-                {
-                    "topic": topic,
-                    "subString": expression,
-                    "tagsSet": tags,
-                    "codeSet": [tags_code(t) for t in tags],
-                    "subVersion": int(time.time() * 1000),
-                    "classFilterMode": False,
-                    "expressionType": "TAG",
-                }
-            )
+        subscriptions = [
+            SubscriptionData.of(topic, expression).to_json()
+            for topic, expression in sorted(self._all_subscriptions().items())
+        ]
         return {
             "groupName": self.group,
             "consumeType": "CONSUME_PASSIVELY",
@@ -277,6 +268,10 @@ class PushConsumer:
             instance.release()
 
     async def _stop_pulling(self) -> None:
+        self._stopping = True
+        assert self._rebalance_lock is not None
+        async with self._rebalance_lock:  # a rebalance under way finishes first
+            pass
         for task in self._timers:
             task.cancel()
         for pq in self.process_queues.values():
@@ -314,16 +309,22 @@ class PushConsumer:
 
     def on_consumer_ids_changed(self) -> None:
         """NOTIFY_CONSUMER_IDS_CHANGED: rebalance now, not at the next timer."""
+        if self._stopping:
+            return
         asyncio.get_running_loop().create_task(self.rebalance())
 
     def on_reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET: drop the queues, take the new offsets, pull again."""
+        if self._stopping:
+            return
         asyncio.get_running_loop().create_task(self._reset_offsets(offsets))
 
     async def _reset_offsets(self, offsets: dict[MessageQueue, int]) -> None:
         assert self._rebalance_lock is not None and self._store is not None
         async with self._rebalance_lock:
             for mq, offset in offsets.items():
+                if self._stopping:
+                    return
                 pq = self.process_queues.pop(mq, None)
                 if pq is None:
                     continue
@@ -401,6 +402,8 @@ class PushConsumer:
             await self._lock_request(RequestCode.UNLOCK_BATCH_MQ, [mq])
 
     async def _add(self, mq: MessageQueue) -> None:
+        if self._stopping:
+            return
         if (
             self.orderly
             and self.clustering
