@@ -95,7 +95,7 @@ class ProcessQueue:
     def first(self, count: int) -> list[MessageExt]:
         """The ``count`` oldest messages held (orderly consumption takes them in order)."""
         with self.lock:
-            return [self.messages[offset] for offset in sorted(self.messages)[:count]]
+            return [msg for _, msg in zip(range(count), self.messages.values(), strict=False)]
 
     def put(self, msgs: Sequence[MessageExt]) -> None:
         with self.lock:
@@ -111,7 +111,8 @@ class ProcessQueue:
             for msg in msgs:
                 if self.messages.pop(msg.queue_offset, None) is not None:
                     self.size -= len(msg.body)
-            return min(self.messages) if self.messages else self.next_offset
+            # Pulled in offset order and dicts keep insertion order: the first key is the oldest.
+            return next(iter(self.messages)) if self.messages else self.next_offset
 
     @property
     def count(self) -> int:
