@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -300,3 +301,32 @@ async def test_consumers_joining_leaving_and_dying_mid_stream_lose_nothing(
     assert held, "c should have been holding m-302 when it died (its queues: 2 and 3)"
     # Bounded: at most what was pulled but not committed at each hand-over (4 queues x 32).
     assert duplicates <= 3 * 4 * 32, duplicates
+
+
+async def test_flow_control_stops_pulling_a_queue_that_holds_too_much(
+    cluster: tuple[NamesrvServer, BrokerController],
+) -> None:
+    ns, broker = cluster
+    assert broker.store is not None
+    for i in range(200):  # all in queue 0
+        assert broker.store.put_message(MessageInner(TOPIC, 0, f"m-{i}".encode(), {"TAGS": "T"})).ok
+    collector = Collector()
+
+    def slow(msgs: list[MessageExt]) -> ConsumeStatus:
+        time.sleep(0.002)
+        return collector(msgs)
+
+    push = consumer(ns, collector, group="flow-group", pull_threshold_for_queue=10, consume_thread_max=2)
+    push.register_listener(slow)
+    await asyncio.to_thread(push.start)
+    most = 0
+    try:
+        mq = next(mq for mq in push.process_queues if mq.topic == TOPIC and mq.queue_id == 0)
+        while sum(collector.bodies().values()) < 200:
+            most = max(most, push.process_queues[mq].count)
+            await asyncio.sleep(0.001)
+    finally:
+        await asyncio.to_thread(push.shutdown)
+    # Pulling stops once more than 10 are held; one pull (32) may be on its way then.
+    assert 10 < most <= 10 + 32, most
+    assert collector.bodies() == Counter(f"m-{i}".encode() for i in range(200))
