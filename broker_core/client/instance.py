@@ -21,6 +21,7 @@ import concurrent.futures
 import contextlib
 import logging
 import threading
+import zlib
 from collections.abc import Coroutine
 from typing import Any, Protocol, TypeVar
 
@@ -38,6 +39,7 @@ from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.errors import RemotingError
 from broker_core.remoting.server import Handler
+from broker_core.store.message import PROPERTY_PRODUCER_GROUP, RecordFormatError, decode_record
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +119,7 @@ class ClientInstance:
         self._remoting = RemotingClient(connect_timeout=self.config.request_timeout_ms / 1000)
         self._remoting.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_consumer_ids_changed)
         self._remoting.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
+        self._remoting.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state)
         self._timers = [
             asyncio.create_task(self._every(self.config.poll_name_server_interval, self.refresh_routes)),
             asyncio.create_task(self._every(self.config.heartbeat_broker_interval, self.heartbeat_all)),
@@ -128,6 +131,25 @@ class ClientInstance:
         notify = getattr(member, "on_consumer_ids_changed", None)
         if notify is not None:
             notify()
+
+    def _on_check_transaction_state(self, request: RemotingCommand, conn: Any) -> None:
+        """A broker asks about a half message: the producer of its group (PGROUP) answers.
+
+        The body is the half message's record; the answer goes back to the broker that
+        asked, the connection's peer.
+        """
+        try:
+            msg = decode_record(request.body)
+            msg.body = msg.uncompressed_body()  # the checker sees the body as it was sent
+        except (RecordFormatError, ValueError, zlib.error) as exc:
+            log.warning("ignoring a malformed transaction check from %s: %s", conn.remote_address, exc)
+            return
+        group = msg.properties.get(PROPERTY_PRODUCER_GROUP, "")
+        check = getattr(self.producers.get(group), "check_transaction_state", None)
+        if check is None:
+            log.warning("transaction check for group %r from %s: no producer", group, conn.remote_address)
+            return
+        check(conn.remote_address, msg, dict(request.ext_fields))
 
     def _on_reset_offset(self, request: RemotingCommand, conn: Any) -> None:
         """A broker reset a group's offsets (the console, mqadmin): its consumer jumps there."""

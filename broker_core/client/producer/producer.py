@@ -45,7 +45,9 @@ from broker_core.remoting.errors import RemotingError, RemotingTimeoutError
 from broker_core.store.hashcode import java_hash_code
 from broker_core.store.message import (
     COMPRESSED_FLAG,
+    PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    TRANSACTION_PREPARED_TYPE,
     encode_batch,
     encode_properties,
 )
@@ -246,6 +248,8 @@ class Producer:
             compressed = zlib.compress(body, 5)
             if len(compressed) < len(body):
                 body, sys_flag = compressed, COMPRESSED_FLAG
+        if msg.properties.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true":
+            sys_flag |= TRANSACTION_PREPARED_TYPE  # a half message (TransactionProducer)
         return body, msg.wire_properties(), sys_flag
 
     async def _publish_info(self, topic: str) -> TopicPublishInfo:
