@@ -20,9 +20,20 @@ client sends):
 * ingest, official client: ``rocketmq==0.4.4``, 16 threads calling ``send_sync`` (and
   ``send_batch`` of 32) in a child process, against the broker and against the echo
   server (which also answers route queries, so the client can use it as a broker);
+* ingest, our client (``broker_core.client``), in a child process of its own like the
+  official client's: one ``Producer``, 1 KiB messages with a tag, 0.5 s warm-up and 2 s
+  measured per mode — ``send`` from one thread and from 16 threads, ``send_async`` with
+  256 futures outstanding, ``send_batch`` of 32 from 16 threads — against the echo
+  server (its own nameserver) and against the broker; beside the official client's
+  figures (with one thread too, measured alongside ours);
 * consume catch-up: pull (PULL_MESSAGE, 32 per pull, one pull in flight per queue) 400,000
   stored messages (what the ingest phases stored, topped up with batches if they did not
   run); the echo answers the same pulls;
+* consume catch-up, clients: our PushConsumer (a new group from the first offset,
+  default settings, counting what reaches the listener), our PullConsumer (one thread
+  per queue calling ``pull``) and the official PushConsumer, each over the first 8,000
+  messages of every queue of the topic the ingest phases filled, from ``start()`` until
+  all are in;
 * end-to-end at a fixed rate: single sends paced at 5,000 msgs/s while a consumer
   long-polls every queue: send latency p50/p99 (the 5 ms target) and send-to-receive
   latency (from a send timestamp in the body); store-to-receive comes from the records'
@@ -34,7 +45,8 @@ bounded in count and time, and all traffic stays on 127.0.0.1.  The last line of
 is one JSON object of the figures.
 
 The same file is the child processes: ``--role loadgen SPEC`` (raw frames), ``--role
-echo`` (the echo server) and ``--role official SPEC`` (the official client).
+echo`` (the echo server), ``--role official SPEC`` (the official client) and ``--role ours
+SPEC`` (our client).
 """
 
 from __future__ import annotations
@@ -632,13 +644,16 @@ def echo_main() -> None:
     pull_body = echo_pull_body()
 
     def on_send(request: RemotingCommand, conn: Any) -> RemotingCommand:
-        batch = request.ext_fields.get("batch") in ("1", "true")
+        fields = request.ext_fields
+        # SEND_MESSAGE (the C++ client) names its fields; SEND_MESSAGE_V2 and
+        # SEND_BATCH_MESSAGE (ours, as Java's) use the one-letter names.
+        batch = request.code == RequestCode.SEND_BATCH_MESSAGE or fields.get("batch") in ("1", "true")
         return request.response(
             ResponseCode.SUCCESS,
             None,
             ext_fields={
                 "msgId": ",".join([msg_id] * BATCH) if batch else msg_id,
-                "queueId": request.ext_fields.get("queueId", "0"),
+                "queueId": fields.get("queueId") or fields.get("e") or "0",
                 "queueOffset": "0",
                 "MSG_REGION": "DefaultRegion",
                 "TRACE_ON": "true",
@@ -661,7 +676,8 @@ def echo_main() -> None:
 
     async def serve() -> None:
         server = RemotingServer("127.0.0.1", 0)
-        server.register(RequestCode.SEND_MESSAGE, on_send)
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+            server.register(code, on_send)
         server.register(RequestCode.PULL_MESSAGE, on_pull)
         await server.start()
         echo_as_nameserver(server)
@@ -747,6 +763,235 @@ def official_main(spec: dict[str, Any]) -> None:
         thread.join(timeout=spec["warmup_s"] + spec["measure_s"] + 20)
     print(json.dumps({**window.summary(), "threads": spec["threads"], "batch": batch}), flush=True)
     os._exit(0)
+
+
+def official_push_main(spec: dict[str, Any]) -> None:
+    """Child process: the official PushConsumer (a new group, default settings) from
+    ``start()`` until every message below the ends has reached its callback.
+
+    A new group starts at offset 0 (the broker answers 0 while nothing has expired), so it
+    reads the same messages as ours.  Exits with ``os._exit``, as above.
+    """
+    from rocketmq.client import PushConsumer
+
+    arrivals = Arrivals(spec["ends"])
+
+    def callback(msg: Any) -> None:
+        arrivals.add([(msg.queue_id, msg.queue_offset)])
+
+    consumer = PushConsumer(spec["group"])
+    consumer.set_namesrv_addr(spec["namesrv"])
+    consumer.subscribe(spec["topic"], callback, "*")
+    started = time.perf_counter()
+    consumer.start()
+    print(json.dumps(arrivals.summary(started, spec["timeout_s"])), flush=True)
+    os._exit(0)
+
+
+# -- our client (child process) -----------------------------------------------------------
+
+
+class Tally:
+    """A thread-safe ``Window``: sends complete on several threads (callers, the client's loop)."""
+
+    def __init__(self, window: Window) -> None:
+        self.window = window
+        self.lock = threading.Lock()
+
+    def done(self, t0: float, t1: float, count: int, error: str) -> None:
+        with self.lock:
+            if error:
+                self.window.error(t1, error)
+            elif self.window.start <= t1 <= self.window.end:
+                self.window.messages += count
+                self.window.requests += 1
+                self.window.latencies.append(t1 - t0)
+
+
+def ours_send_mode(producer: Any, spec: dict[str, Any], mode: dict[str, Any]) -> dict[str, Any]:
+    """One producer mode against the target: ``sync`` (threads), ``async`` (window), ``batch``."""
+    from broker_core.client.message import Message
+
+    body = b"q" * BODY_BYTES
+    topic = spec["topic"]
+    start = time.perf_counter() + spec["warmup_s"]
+    tally = Tally(Window(start, start + spec["measure_s"]))
+    end = tally.window.end
+
+    def new_message() -> Message:
+        return Message(topic, body, tags="TagA")  # the producer adds the UNIQ_KEY
+
+    def error_text(exc: BaseException) -> str:
+        return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+    if mode["kind"] == "async":
+        slots = threading.Semaphore(mode["window"])
+
+        def on_done(t0: float, future: Any) -> None:
+            exc = future.exception()
+            tally.done(t0, time.perf_counter(), 1, error_text(exc) if exc else "")
+            slots.release()
+
+        while time.perf_counter() < end:
+            if not slots.acquire(timeout=10):
+                break
+            t0 = time.perf_counter()
+            try:
+                future = producer.send_async(new_message())
+            except Exception as exc:  # not even submitted
+                tally.done(t0, time.perf_counter(), 1, error_text(exc))
+                slots.release()
+                continue
+            future.add_done_callback(lambda f, t0=t0: on_done(t0, f))
+        for _ in range(mode["window"]):  # the last ones answered (bounded)
+            if not slots.acquire(timeout=10):
+                break
+        return {**tally.window.summary(), **mode}
+
+    batch = mode["kind"] == "batch"
+
+    def worker() -> None:
+        for _ in range(10_000_000):
+            t0 = time.perf_counter()
+            if t0 >= end:
+                break
+            error = ""
+            try:
+                if batch:
+                    producer.send_batch([new_message() for _ in range(BATCH)])
+                else:
+                    producer.send(new_message())
+            except Exception as exc:  # typed client errors: timeout, refused...
+                error = error_text(exc)
+            tally.done(t0, time.perf_counter(), BATCH if batch else 1, error)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(mode["threads"])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=spec["warmup_s"] + spec["measure_s"] + 20)
+    return {**tally.window.summary(), **mode}
+
+
+def ours_send(spec: dict[str, Any]) -> dict[str, Any]:
+    """Our Producer (one, as an application has) through each of ``spec["modes"]`` in turn."""
+    from broker_core.client.message import Message
+    from broker_core.client.producer.producer import Producer
+
+    producer = Producer(PRODUCER_GROUP + "Ours", spec["namesrv"]).start()
+    try:
+        for _ in range(50):  # route fetched, connection open
+            try:
+                producer.send(Message(spec["topic"], b"q" * BODY_BYTES, tags="TagA"))
+                break
+            except Exception:
+                time.sleep(0.1)
+        return {mode["name"]: ours_send_mode(producer, spec, mode) for mode in spec["modes"]}
+    finally:
+        producer.shutdown()
+
+
+class Arrivals:
+    """Counts the catch-up's messages (offset below its queue's end) as a listener gets them."""
+
+    def __init__(self, ends: list[int]) -> None:
+        self.ends = ends
+        self.expected = sum(ends)
+        self.count = 0
+        self.beyond = 0
+        self.lock = threading.Lock()
+        self.all_in = threading.Event()
+        self.last = 0.0
+
+    def add(self, pairs: list[tuple[int, int]]) -> None:
+        """``(queue_id, queue_offset)`` of messages received."""
+        inside = sum(1 for q, offset in pairs if offset < self.ends[q])
+        with self.lock:
+            self.count += inside
+            self.beyond += len(pairs) - inside
+            if self.count >= self.expected and not self.all_in.is_set():
+                self.last = time.perf_counter()
+                self.all_in.set()
+
+    def summary(self, started: float, timeout_s: float) -> dict[str, Any]:
+        complete = self.all_in.wait(timeout_s)
+        elapsed = (self.last if complete else time.perf_counter()) - started
+        return {
+            "messages": self.count,
+            "expected": self.expected,
+            "beyond_ends": self.beyond,
+            "elapsed_s": round(elapsed, 3),
+            "msgs_per_s": round(self.count / elapsed) if elapsed > 0 else 0,
+            "complete": complete,
+        }
+
+
+def ours_push(spec: dict[str, Any]) -> dict[str, Any]:
+    """Our PushConsumer, a new group from the first offset, default settings (20 consume
+    threads, one message per listener call): from ``start()`` until every message below
+    the ends has reached the listener."""
+    from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
+
+    arrivals = Arrivals(spec["ends"])
+
+    def listener(msgs: list[Any]) -> ConsumeStatus:
+        arrivals.add([(m.queue_id, m.queue_offset) for m in msgs])
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(spec["group"], spec["namesrv"], consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    consumer.subscribe(spec["topic"], "*").register_listener(listener)
+    started = time.perf_counter()
+    consumer.start()
+    try:
+        return arrivals.summary(started, spec["timeout_s"])
+    finally:
+        threading.Thread(target=consumer.shutdown, daemon=True).start()
+        time.sleep(0.5)  # a moment to commit; the process exits anyway
+
+
+def ours_pull(spec: dict[str, Any]) -> dict[str, Any]:
+    """Our PullConsumer: one thread per queue calling ``pull`` (32 at a time) to the queue's
+    end, as the raw catch-up keeps one pull in flight per queue."""
+    from broker_core.client.consumer.pull import PullConsumer
+
+    consumer = PullConsumer(spec["group"], spec["namesrv"]).start()
+    arrivals = Arrivals(spec["ends"])
+    errors: list[str] = []
+    try:
+        queues = consumer.fetch_queues(spec["topic"])
+
+        def worker(mq: Any) -> None:
+            offset, end = 0, spec["ends"][mq.queue_id]
+            deadline = time.perf_counter() + spec["timeout_s"]
+            while offset < end and time.perf_counter() < deadline:
+                try:
+                    result = consumer.pull(mq, "*", offset, PULL_BATCH)
+                except Exception as exc:
+                    errors.append(f"{type(exc).__name__}: {exc}"[:200])
+                    return
+                arrivals.add([(m.queue_id, m.queue_offset) for m in result.messages])
+                if result.next_begin_offset <= offset:
+                    return  # nothing more there
+                offset = result.next_begin_offset
+
+        started = time.perf_counter()
+        threads = [threading.Thread(target=worker, args=(mq,), daemon=True) for mq in queues]
+        for thread in threads:
+            thread.start()
+        out = arrivals.summary(started, spec["timeout_s"])
+        return {**out, "errors": len(errors), "first_error": errors[0] if errors else ""}
+    finally:
+        consumer.shutdown()
+
+
+def ours_main(spec: dict[str, Any]) -> None:
+    """Child process: one of our clients' loads; prints its result as one JSON line."""
+    runs = {"send": ours_send, "push": ours_push, "pull": ours_pull}
+    gc.collect()
+    gc.freeze()
+    result = runs[spec["kind"]](spec)
+    print(json.dumps(result), flush=True)
+    os._exit(0)  # daemon threads of a consumer still shutting down need not be waited for
 
 
 # -- the parent: processes, phases, report ------------------------------------------------
@@ -928,6 +1173,10 @@ class Settings:
     ceiling_single: int = 100_000
     ceiling_batch: int = 200_000
     ceiling_repeat: int = 3
+    ours_warmup_s: float = 0.5  # our client's and the official's one-thread phases
+    ours_measure_s: float = 2.0
+    ours_async_window: int = 256
+    ours_catchup_max: int = 64_000
 
     @classmethod
     def quick(cls) -> Settings:
@@ -939,6 +1188,8 @@ class Settings:
             ceiling_single=20_000,
             ceiling_batch=40_000,
             ceiling_repeat=1,
+            ours_measure_s=1.0,
+            ours_catchup_max=20_000,
         )
 
 
@@ -981,6 +1232,120 @@ def fmt_ingest(label: str, broker: dict[str, Any], echo: dict[str, Any] | None, 
     return line
 
 
+def ours_child(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """One of our clients in a child process (its own GIL, as the official client has)."""
+    return run_child(["--role", "ours", json.dumps(spec)], timeout=timeout)
+
+
+def ours_modes(s: Settings) -> list[dict[str, Any]]:
+    """Our producer's modes, one per phase: their names are the phases'."""
+    threads = s.official_threads
+    return [
+        {"name": "ours_sync1", "kind": "sync", "threads": 1},
+        {"name": "ours_sync", "kind": "sync", "threads": threads},
+        {"name": "ours_async", "kind": "async", "window": s.ours_async_window},
+        {"name": "ours_batch", "kind": "batch", "threads": threads},
+    ]
+
+
+def vs(ours: dict[str, Any], other: dict[str, Any] | None, name: str, who: str = "ours ") -> str:
+    """`` | name N/s (ours P%)`` when both figures exist."""
+    if not other or "failed" in other or not other.get("msgs_per_s") or "failed" in ours:
+        return ""
+    return f"  | {name} {other['msgs_per_s']:,}/s ({who}{ours['msgs_per_s'] / other['msgs_per_s']:.0%})"
+
+
+def ours_producer(
+    phases: set[str], s: Settings, namesrv: Server, broker: Server, echo: Server, work: Path, figures: dict
+) -> None:
+    """Our Producer's modes against the echo, then the broker: one child for each, all modes
+    in turn (0.5 s warm-up, 2 s measured each).  With ``ours_sync1`` the official client
+    is measured with one thread too, against the broker, with the same durations."""
+    modes = [mode for mode in ours_modes(s) if mode["name"] in phases]
+    if not modes:
+        return
+    spec = {
+        "kind": "send",
+        "topic": TOPIC,
+        "modes": modes,
+        "warmup_s": s.ours_warmup_s,
+        "measure_s": s.ours_measure_s,
+    }
+    budget = len(modes) * (s.ours_warmup_s + s.ours_measure_s + 25) + 30
+    settle(broker)
+    echo_r = ours_child({**spec, "namesrv": echo.addr}, budget)
+    settle(broker)
+    broker_r = ours_child({**spec, "namesrv": namesrv.addr}, budget)
+    official_one = None
+    if "ours_sync1" in phases:
+        settle(broker)
+        official_one = official(namesrv.addr, work / "home", 1, 1, s.ours_warmup_s, s.ours_measure_s)
+    for mode in modes:
+        name = mode["name"]
+        b = broker_r if "failed" in broker_r else broker_r.get(name, {"failed": "no result"})
+        e = echo_r if "failed" in echo_r else echo_r.get(name, {"failed": "no result"})
+        figures[name] = {"broker": b, "echo": e}
+        if name == "ours_sync1":
+            figures[name]["official"] = ref = official_one
+            label = "our client, 1 thread,  send       "
+        elif name == "ours_sync":
+            ref = figures.get("official_single", {}).get("broker")
+            label = f"our client, {mode['threads']} threads, send       "
+        elif name == "ours_async":
+            ref = figures.get("official_single", {}).get("broker")
+            label = f"our client, send_async, {mode['window']} out   "
+        else:
+            ref = figures.get("official_batch", {}).get("broker")
+            label = f"our client, {mode['threads']} threads, send_batch "
+        print(fmt_ingest(label, b, e, None) + vs(b, ref, "official"))
+    if official_one is not None:
+        print(fmt_ingest("official client, 1 thread, send_sync", official_one, None, None))
+
+
+def client_catchup(phase: str, namesrv: str, ends: list[int], work: Path) -> dict[str, Any]:
+    """A client's catch-up of the first ``ends[q]`` messages of every queue, a new group each."""
+    spec = {
+        "kind": "pull" if phase == "ours_pull" else "push",
+        "namesrv": namesrv,
+        "topic": TOPIC,
+        "group": f"{CONSUMER_GROUP}_{phase}_{os.getpid()}",
+        "ends": ends,
+        "timeout_s": 60,
+    }
+    if phase != "official_push":
+        return ours_child(spec, spec["timeout_s"] + 30)
+    home = work / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT)}
+    return run_child(["--role", "official", json.dumps(spec)], timeout=spec["timeout_s"] + 30, env=env)
+
+
+def print_client_catchup(figures: dict[str, Any]) -> None:
+    raw = figures.get("catchup", {}).get("broker")
+    official = figures.get("official_push")
+    labels = {
+        "ours_push": "our PushConsumer catch-up      ",
+        "ours_pull": "our PullConsumer catch-up      ",
+        "official_push": "official PushConsumer catch-up ",
+    }
+    for phase, label in labels.items():
+        r = figures.get(phase)
+        if r is None:
+            continue
+        if "failed" in r:
+            print(f"{label}: FAILED {r['failed']}")
+            continue
+        line = f"{label} ({r['messages']:,} msgs): {r['msgs_per_s']:>9,} msgs/s"
+        if phase != "official_push":
+            line += vs(r, official, "official push")
+        line += vs(r, raw, "raw pulls", "" if phase == "official_push" else "ours ")
+        if not r["complete"]:
+            line += f"  [INCOMPLETE: {r['messages']} of {r['expected']}]"
+        if r.get("errors"):
+            line += f"  [{r['errors']} errors: {r['first_error'][:70]}]"
+        print(line)
+
+
 PHASES = (
     "ceiling",
     "one_at_a_time",
@@ -988,7 +1353,14 @@ PHASES = (
     "raw_batch",
     "official_single",
     "official_batch",
+    "ours_sync1",
+    "ours_sync",
+    "ours_async",
+    "ours_batch",
     "catchup",
+    "ours_push",
+    "ours_pull",
+    "official_push",
     "e2e",
 )
 
@@ -1063,11 +1435,20 @@ def run_phases(
             "send_sync     " if batch == 1 else "send_batch(32)"
         )
         print(fmt_ingest(label, broker_r, echo_r, None))
+    ours_producer(phases, s, namesrv, broker, echo, work, figures)
     if "catchup" in phases:
         settle(broker)
         ends = preload(broker.addr, s)
         settle(broker)
         figures["catchup"] = catchup(broker.addr, echo.addr, s, ends)
+    consumers = [p for p in ("ours_push", "ours_pull", "official_push") if p in phases]
+    if consumers:
+        settle(broker)
+        ends = catchup_ends([0] * QUEUES, preload(broker.addr, s), s.ours_catchup_max)
+        for phase in consumers:
+            settle(broker)
+            figures[phase] = client_catchup(phase, namesrv.addr, ends, work)
+        print_client_catchup(figures)
     if "e2e" in phases:
         settle(broker)
         figures["e2e"] = e2e(broker.addr, s)
@@ -1221,6 +1602,27 @@ def summary_json(result: dict[str, Any]) -> dict[str, Any]:
         out["catchup_messages"] = f["catchup"]["broker"]["messages"]
         if "failed" not in f["catchup"]["echo"]:
             out["echo_catchup_msgs_s"] = f["catchup"]["echo"]["msgs_per_s"]
+    for phase, key in (
+        ("ours_sync1", "ours_sync1"),
+        ("ours_sync", "ours_sync"),
+        ("ours_async", "ours_async"),
+        ("ours_batch", "ours_batch32"),
+    ):
+        if phase in f and "failed" not in f[phase]["broker"]:
+            b, e = f[phase]["broker"], f[phase]["echo"]
+            out[f"{key}_msgs_s"] = b["msgs_per_s"]
+            out[f"{key}_p50_ms"] = b["p50_ms"]
+            out[f"{key}_p99_ms"] = b["p99_ms"]
+            out[f"{key}_errors"] = b["errors"]
+            if "failed" not in e:
+                out[f"echo_{key}_msgs_s"] = e["msgs_per_s"]
+            official = f[phase].get("official")
+            if official and "failed" not in official:
+                out["official_sync1_msgs_s"] = official["msgs_per_s"]
+    for phase in ("ours_push", "ours_pull", "official_push"):
+        if phase in f and "failed" not in f[phase]:
+            out[f"{phase}_msgs_s"] = f[phase]["msgs_per_s"]
+            out[f"{phase}_messages"] = f[phase]["messages"]
     if "e2e" in f and "failed" not in f["e2e"]:
         r = f["e2e"]
         out["fixed_rate_msgs_s"] = r["rate"]
@@ -1252,7 +1654,7 @@ def main() -> None:
     parser.add_argument("--only", help=f"comma-separated phases out of {','.join(PHASES)}")
     parser.add_argument("--broker-prefix", help="command put before the broker's (e.g. a profiler)")
     parser.add_argument("--keep", action="store_true", help="keep the work dir (logs, store)")
-    parser.add_argument("--role", choices=("loadgen", "echo", "official"), help=argparse.SUPPRESS)
+    parser.add_argument("--role", choices=("loadgen", "echo", "official", "ours"), help=argparse.SUPPRESS)
     parser.add_argument("spec", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role == "loadgen":
@@ -1260,7 +1662,10 @@ def main() -> None:
     if args.role == "echo":
         return echo_main()
     if args.role == "official":
-        return official_main(json.loads(args.spec))
+        spec = json.loads(args.spec)
+        return official_push_main(spec) if spec.get("kind") == "push" else official_main(spec)
+    if args.role == "ours":
+        return ours_main(json.loads(args.spec))
     print(f"quiver broker benchmark: 1 KiB messages, ASYNC_FLUSH, {os.cpu_count()} cores")
     result = run(args)
     out = summary_json(result)
