@@ -26,6 +26,7 @@ from collections.abc import Coroutine
 from typing import Any, Protocol, TypeVar
 
 import orjson
+import uvloop
 
 from broker_core.client.adminmodels import as_message_queue
 from broker_core.client.config import ClientConfig
@@ -92,7 +93,7 @@ class ClientInstance:
         self.consumers: dict[str, GroupMember] = {}
         self._users = 0
         self._stopped = False
-        self._loop = asyncio.new_event_loop()
+        self._loop = uvloop.new_event_loop()  # as the servers run: less Python per request
         self._thread = threading.Thread(
             target=self._loop.run_forever, name=f"quiver-client-{self.client_id}", daemon=True
         )
