@@ -344,6 +344,19 @@ class ClientInstance:
     def master_addr(self, broker_name: str) -> str | None:
         return self.broker_addrs(broker_name).get(MASTER_ID)
 
+    async def find_master(self, broker_name: str, topic: str) -> str:
+        """The master address of ``broker_name``, re-reading ``topic``'s route on a miss.
+
+        Raises NoRouteError when the route has no master for it.
+        """
+        addr = self.master_addr(broker_name)
+        if addr is None:
+            await self.update_route(topic)
+            addr = self.master_addr(broker_name)
+        if addr is None:
+            raise NoRouteError(f"broker {broker_name!r} has no master address in the route of {topic!r}")
+        return addr
+
     # -- groups and heartbeats --------------------------------------------------------------
 
     async def register_producer(self, member: GroupMember) -> None:
@@ -451,3 +464,17 @@ class ClientInstance:
                 response.code,
                 response.remark,
             )
+
+
+def refused(addr: str, what: str, response: RemotingCommand) -> BrokerRefusedError:
+    """The error for a broker's refusal of ``what``, keeping its code and remark."""
+    try:
+        name = ResponseCode(response.code).name
+    except ValueError:
+        name = f"code {response.code}"
+    return BrokerRefusedError(
+        f"{addr} refused {what}: {name} {response.remark or ''}".rstrip(),
+        code=response.code,
+        remark=response.remark or "",
+        addr=addr,
+    )

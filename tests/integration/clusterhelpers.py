@@ -11,6 +11,7 @@ import contextlib
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import orjson
 
@@ -98,3 +99,23 @@ async def heartbeat(
         ]
     request = RemotingCommand.request(RequestCode.HEART_BEAT, {}, orjson.dumps(body))
     assert (await client.invoke(broker.address, request)).code == ResponseCode.SUCCESS
+
+
+class _Startable(Protocol):
+    def start(self) -> object: ...
+
+    def shutdown(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Startable)
+
+
+@contextlib.asynccontextmanager
+async def started(client: C) -> AsyncIterator[C]:
+    """Start and shut down a producer or consumer off the test's loop: the servers on it
+    must answer meanwhile (its blocking calls wait for them)."""
+    await asyncio.to_thread(client.start)
+    try:
+        yield client
+    finally:
+        await asyncio.to_thread(client.shutdown)

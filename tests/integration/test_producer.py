@@ -7,7 +7,6 @@ loop, so blocking calls go through ``asyncio.to_thread``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import zlib
 from collections.abc import AsyncIterator
@@ -25,7 +24,7 @@ from broker_core.namesrv.server import NamesrvServer
 from broker_core.store.message import COMPRESSED_FLAG, MessageExt, decode_record
 from broker_core.testing import run_broker, run_namesrv
 
-from .clusterhelpers import wait_until_routed
+from .clusterhelpers import started, wait_until_routed
 
 TOPIC = "ProducerTopic"
 
@@ -37,16 +36,6 @@ async def cluster(tmp_path: Path) -> AsyncIterator[tuple[NamesrvServer, BrokerCo
         broker.topics_changed()
         await wait_until_routed(ns, TOPIC)
         yield ns, broker
-
-
-@contextlib.asynccontextmanager
-async def started(producer: Producer) -> AsyncIterator[Producer]:
-    """Start and shut down off the test's loop: the servers on it must answer meanwhile."""
-    await asyncio.to_thread(producer.start)
-    try:
-        yield producer
-    finally:
-        await asyncio.to_thread(producer.shutdown)
 
 
 def _topic(name: str, queues: int):  # type: ignore[no-untyped-def]

@@ -7,7 +7,6 @@ loop, so every blocking call (start and shutdown too) goes through ``asyncio.to_
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import zlib
 from collections.abc import AsyncIterator
@@ -24,7 +23,7 @@ from broker_core.namesrv.server import NamesrvServer
 from broker_core.store.message import COMPRESSED_FLAG, MessageExt, MessageInner
 from broker_core.testing import run_broker, run_namesrv
 
-from .clusterhelpers import put, wait_until_routed
+from .clusterhelpers import put, started, wait_until_routed
 
 TOPIC = "PullTopic"
 GROUP = "pull-group"
@@ -43,16 +42,6 @@ async def cluster(tmp_path: Path) -> AsyncIterator[tuple[NamesrvServer, BrokerCo
 def consumer(ns: NamesrvServer, instance: str = "one", **kwargs: object) -> PullConsumer:
     config = ClientConfig(namesrv_addr=ns.address, instance_name=instance, client_ip="127.0.0.1")
     return PullConsumer(kwargs.pop("group", GROUP), config=config, **kwargs)  # type: ignore[arg-type]
-
-
-@contextlib.asynccontextmanager
-async def started(c: PullConsumer) -> AsyncIterator[PullConsumer]:
-    """Start and shut down off the test's loop: the servers on it must answer meanwhile."""
-    await asyncio.to_thread(c.start)
-    try:
-        yield c
-    finally:
-        await asyncio.to_thread(c.shutdown)
 
 
 def fill(broker: BrokerController, per_queue: int = 3) -> None:

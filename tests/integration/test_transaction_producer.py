@@ -9,7 +9,6 @@ visible when it is in its real topic's queue.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -35,7 +34,7 @@ from broker_core.store.message import (
 from broker_core.testing import run_broker, run_namesrv
 from broker_core.topics import RMQ_SYS_TRANS_HALF_TOPIC
 
-from .clusterhelpers import wait_until_routed
+from .clusterhelpers import started, wait_until_routed
 
 TOPIC = "TxProducerTopic"
 GROUP = "tx-producers"
@@ -97,16 +96,6 @@ async def cluster(tmp_path: Path) -> AsyncIterator[tuple[NamesrvServer, BrokerCo
         broker.topics_changed()
         await wait_until_routed(ns, TOPIC)
         yield ns, broker
-
-
-@contextlib.asynccontextmanager
-async def started(producer: TransactionProducer) -> AsyncIterator[TransactionProducer]:
-    """Start and shut down off the test's loop: the servers on it must answer meanwhile."""
-    await asyncio.to_thread(producer.start)
-    try:
-        yield producer
-    finally:
-        await asyncio.to_thread(producer.shutdown)
 
 
 def visible(broker: BrokerController) -> list[MessageExt]:

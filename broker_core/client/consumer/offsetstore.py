@@ -42,7 +42,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from broker_core.errors import BrokerRefusedError, ClientError, NoRouteError
+from broker_core.client.instance import refused
+from broker_core.errors import ClientError
 from broker_core.messagequeue import MessageQueue
 from broker_core.remoting import fastjson
 from broker_core.remoting.codes import RequestCode, ResponseCode
@@ -191,7 +192,7 @@ class RemoteBrokerOffsetStore:
         if response.code == ResponseCode.QUERY_NOT_FOUND:
             return NO_OFFSET
         if response.code != ResponseCode.SUCCESS:
-            raise _refused(addr, f"the offset query of {self.group!r} for {mq}", response)
+            raise refused(addr, f"the offset query of {self.group!r} for {mq}", response)
         return int(response.ext_fields.get("offset", NO_OFFSET))
 
     async def persist_all(self, mqs: Iterable[MessageQueue] | None = None) -> None:
@@ -221,17 +222,11 @@ class RemoteBrokerOffsetStore:
         )
         response = await self.instance.invoke(addr, request)
         if response.code != ResponseCode.SUCCESS:
-            raise _refused(addr, f"the offset commit of {self.group!r} for {mq}", response)
+            raise refused(addr, f"the offset commit of {self.group!r} for {mq}", response)
         self._table.mark_committed(mq, offset)
 
     async def _master(self, mq: MessageQueue) -> str:
-        addr = self.instance.master_addr(mq.broker_name)
-        if addr is None:
-            await self.instance.update_route(mq.topic)
-            addr = self.instance.master_addr(mq.broker_name)
-        if addr is None:
-            raise NoRouteError(f"broker {mq.broker_name!r} of {mq} has no master address in the routes")
-        return addr
+        return await self.instance.find_master(mq.broker_name, mq.topic)
 
     def remove(self, mq: MessageQueue) -> None:
         self._table.remove(mq)
@@ -380,15 +375,6 @@ def _replace_with(path: Path, data: bytes) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
-
-
-def _refused(addr: str, what: str, response: RemotingCommand) -> BrokerRefusedError:
-    return BrokerRefusedError(
-        f"{addr} refused {what}: {response.code} {response.remark or ''}",
-        code=response.code,
-        remark=response.remark or "",
-        addr=addr,
-    )
 
 
 __all__ = [

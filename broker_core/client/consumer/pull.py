@@ -45,13 +45,13 @@ import random
 import time
 import zlib
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from broker_core.client.config import ClientConfig
+from broker_core.client.consumer.assignment import queue_offset, readable_queues, start_offset
 from broker_core.client.consumer.offsetstore import (
     LocalFileOffsetStore,
     OffsetStore,
@@ -63,13 +63,12 @@ from broker_core.client.consumer.rebalance import (
     AllocateMessageQueueStrategy,
     sort_for_allocate,
 )
-from broker_core.client.instance import MASTER_ID, ClientInstance
-from broker_core.errors import BrokerRefusedError, ClientError, NoRouteError
+from broker_core.client.instance import MASTER_ID, ClientInstance, refused
+from broker_core.errors import ClientError, NoRouteError
 from broker_core.messagequeue import MessageQueue
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.errors import RemotingError
-from broker_core.routedata import QueueData
 from broker_core.store.hashcode import tags_code
 from broker_core.store.message import (
     COMPRESSED_FLAG,
@@ -88,7 +87,6 @@ log = logging.getLogger(__name__)
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
-PERM_READ = 0x4
 
 # How long a background pull waits after a failure before trying the queue again.
 PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION = 1_000
@@ -96,15 +94,17 @@ PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION = 1_000
 PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL = 50
 
 
-class MessageModel(enum.Enum):
-    """Whether a group shares its queues (CLUSTERING) or every consumer reads all (BROADCASTING)."""
+class MessageModel(enum.StrEnum):
+    """Whether a group shares its queues (CLUSTERING) or every consumer reads all (BROADCASTING).
+
+    String-valued, so the push consumer takes these or their names alike."""
 
     BROADCASTING = "BROADCASTING"
     CLUSTERING = "CLUSTERING"
 
 
-class ConsumeFromWhere(enum.Enum):
-    """Where a queue with no committed offset starts."""
+class ConsumeFromWhere(enum.StrEnum):
+    """Where a queue with no committed offset starts (string-valued, like ``MessageModel``)."""
 
     CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
     CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
@@ -499,11 +499,10 @@ class PullConsumer:
             await self.offset_store.persist_all()
 
     async def _fetch_queues(self, topic: str) -> list[MessageQueue]:
-        route = await self.instance.route(topic)
-        queues = [mq for q in route.queue_datas if q.perm & PERM_READ for mq in _read_queues(topic, q)]
+        queues = readable_queues(await self.instance.route(topic))
         if not queues:
             raise NoRouteError(f"topic {topic!r} has no readable queue")
-        return sorted(queues)
+        return queues
 
     async def _addr(self, mq: MessageQueue, *, master: bool = False) -> str:
         """The broker to ask about ``mq``: its master, or the broker the last pull suggested."""
@@ -523,14 +522,7 @@ class PullConsumer:
     async def _offset_query(
         self, code: RequestCode, mq: MessageQueue, timestamp_ms: int | None = None
     ) -> int:
-        addr = await self._addr(mq, master=True)
-        fields = {"topic": mq.topic, "queueId": str(mq.queue_id)}
-        if timestamp_ms is not None:
-            fields["timestamp"] = str(timestamp_ms)
-        response = await self.instance.invoke(addr, RemotingCommand.request(code, fields))
-        if response.code != ResponseCode.SUCCESS:
-            raise _refused(addr, f"{code.name} of {mq}", response)
-        return int(response.ext_fields.get("offset", 0))
+        return await queue_offset(self.instance, code, mq, timestamp_ms)
 
     async def _pull(
         self,
@@ -566,7 +558,7 @@ class PullConsumer:
         response = await self.instance.invoke(addr, request, timeout_s)
         status = _STATUS_BY_CODE.get(response.code)
         if status is None:
-            raise _refused(addr, f"the pull of {mq} at {offset}", response)
+            raise refused(addr, f"the pull of {mq} at {offset}", response)
         fields = response.ext_fields
         try:
             next_offset = int(fields["nextBeginOffset"])
@@ -643,7 +635,7 @@ class PullConsumer:
         )
         response = await self.instance.invoke(addr, request)
         if response.code != ResponseCode.SUCCESS:
-            raise _refused(addr, f"the consumer list of {self.group!r}", response)
+            raise refused(addr, f"the consumer list of {self.group!r}", response)
         try:
             ids = orjson.loads(response.body)["consumerIdList"]
         except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
@@ -655,17 +647,9 @@ class PullConsumer:
     async def _start_offset(self, mq: MessageQueue) -> int:
         """The committed offset, else where ``consume_from_where`` says a new queue starts."""
         assert self.offset_store is not None
-        offset = await self.offset_store.read(mq, ReadOffsetType.READ_FROM_STORE)
-        if offset >= 0:
-            return offset
-        if self.consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
-            return 0
-        if self.consume_from_where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
-            when = self.consume_timestamp_ms
-            if when is None:
-                when = int(time.time() * 1000) - 30 * 60 * 1000
-            return await self._offset_query(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, mq, when)
-        return await self._offset_query(RequestCode.GET_MAX_OFFSET, mq)
+        return await start_offset(
+            self.instance, self.offset_store, mq, self.consume_from_where.value, self.consume_timestamp_ms
+        )
 
     async def _release(self, mq: MessageQueue) -> None:
         """Stop pulling ``mq``, drop what ``poll`` has not returned, commit and forget it."""
@@ -756,23 +740,6 @@ class PullConsumer:
                 break
         self._cursor += 1
         return taken
-
-
-def _read_queues(topic: str, queue_data: QueueData) -> Iterable[MessageQueue]:
-    return (MessageQueue(topic, queue_data.broker_name, i) for i in range(queue_data.read_queue_nums))
-
-
-def _refused(addr: str, what: str, response: RemotingCommand) -> BrokerRefusedError:
-    try:
-        name = ResponseCode(response.code).name
-    except ValueError:
-        name = f"code {response.code}"
-    return BrokerRefusedError(
-        f"{addr} refused {what}: {name} {response.remark or ''}",
-        code=response.code,
-        remark=response.remark or "",
-        addr=addr,
-    )
 
 
 __all__ = [

@@ -35,22 +35,21 @@ from typing import Any
 import orjson
 
 from broker_core.client.config import ClientConfig
+from broker_core.client.consumer.assignment import readable_queues, start_offset
 from broker_core.client.consumer.offsetstore import (
     NO_OFFSET,
     LocalFileOffsetStore,
     OffsetStore,
-    ReadOffsetType,
     RemoteBrokerOffsetStore,
 )
 from broker_core.client.consumer.pull import SubscriptionData
 from broker_core.client.consumer.rebalance import AllocateMessageQueueAveragely, sort_for_allocate
 from broker_core.client.instance import ClientInstance
-from broker_core.errors import ClientError, NoRouteError
+from broker_core.errors import BrokerRefusedError, ClientError, NoRouteError
 from broker_core.messagequeue import MessageQueue
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.errors import RemotingError
-from broker_core.routedata import QueueData
 from broker_core.store.message import PROPERTY_RETRY_TOPIC, MessageExt, RecordFormatError, iter_records
 from broker_core.tags import parse_tags
 from broker_core.topics import RETRY_GROUP_TOPIC_PREFIX, group_problem, retry_topic
@@ -65,7 +64,6 @@ PULL_TIMEOUT_S = 30.0
 PULL_DELAY_ON_EXCEPTION_S = 3.0
 FLOW_CONTROL_DELAY_S = 0.05
 REBALANCE_LOCK_INTERVAL_MS = 20_000
-PERM_READ = 0x4
 
 
 class ConsumeStatus(enum.Enum):
@@ -360,12 +358,7 @@ class PushConsumer:
     async def _allocated(self, topic: str) -> list[MessageQueue]:
         assert self._instance is not None
         route = await self._instance.update_route(topic)
-        mq_all = [
-            MessageQueue(topic, qd.broker_name, qid)
-            for qd in route.queue_datas
-            if _readable(qd)
-            for qid in range(qd.read_queue_nums)
-        ]
+        mq_all = readable_queues(route)
         if not self.clustering:
             return mq_all
         cid_all = await self._consumer_ids(route.master_addrs().values())
@@ -411,42 +404,17 @@ class PushConsumer:
             and mq not in await self._lock_request(RequestCode.LOCK_BATCH_MQ, [mq])
         ):
             return  # another consumer still holds it: the next rebalance tries again
-        offset = await self._start_offset(mq)
-        if offset < 0:
-            return
+        assert self._instance is not None and self._store is not None
+        try:
+            offset = await start_offset(
+                self._instance, self._store, mq, self.consume_from_where, self.consume_timestamp_ms
+            )
+        except (NoRouteError, BrokerRefusedError, RemotingError) as exc:
+            log.info("consumer %s: cannot start %s now: %s", self.group, mq, exc)
+            return  # the next rebalance tries again
         pq = ProcessQueue(mq, offset, locked=True)
         self.process_queues[mq] = pq
         self._pull_tasks[mq] = asyncio.create_task(self._pull_loop(pq), name=f"pull-{mq}")
-
-    async def _start_offset(self, mq: MessageQueue) -> int:
-        """Where a newly assigned queue starts: the committed offset, else consumeFromWhere."""
-        assert self._store is not None and self._instance is not None
-        offset = await self._store.read(mq, ReadOffsetType.READ_FROM_STORE)
-        if offset >= 0:
-            return offset
-        if offset != NO_OFFSET:
-            return -1
-        if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or self.consume_from_where in (
-            "CONSUME_FROM_FIRST_OFFSET",
-            "CONSUME_FROM_MIN_OFFSET",
-        ):
-            return 0
-        if self.consume_from_where == "CONSUME_FROM_TIMESTAMP" and self.consume_timestamp_ms is not None:
-            return await self._queue_offset(
-                mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, self.consume_timestamp_ms
-            )
-        return await self._queue_offset(mq, RequestCode.GET_MAX_OFFSET)
-
-    async def _queue_offset(self, mq: MessageQueue, code: int, timestamp: int | None = None) -> int:
-        assert self._instance is not None
-        addr = self._instance.master_addr(mq.broker_name)
-        if addr is None:
-            return -1
-        fields = {"topic": mq.topic, "queueId": str(mq.queue_id)}
-        if timestamp is not None:
-            fields["timestamp"] = str(timestamp)
-        response = await self._instance.invoke(addr, RemotingCommand.request(code, fields))
-        return int(response.ext_fields.get("offset") or 0)
 
     # -- pulling ---------------------------------------------------------------------------------
 
@@ -466,12 +434,7 @@ class PushConsumer:
     async def _pull_once(self, pq: ProcessQueue) -> None:
         assert self._instance is not None and self._store is not None
         mq = pq.mq
-        addr = self._instance.master_addr(mq.broker_name)
-        if addr is None:
-            await self._instance.update_route(mq.topic)
-            addr = self._instance.master_addr(mq.broker_name)
-            if addr is None:
-                raise NoRouteError(f"no master for {mq.broker_name}")
+        addr = await self._instance.find_master(mq.broker_name, mq.topic)
         expression = self._all_subscriptions().get(mq.topic, "*")
         commit = self._store.offsets().get(mq, NO_OFFSET) if self.clustering else NO_OFFSET
         sys_flag = PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION | (PULL_FLAG_COMMIT_OFFSET if commit > 0 else 0)
@@ -678,7 +641,3 @@ class PushConsumer:
         offset = pq.remove(batch)
         if not pq.dropped and self._store is not None:
             self._store.update(pq.mq, offset, increase_only=True)
-
-
-def _readable(queue_data: QueueData) -> bool:
-    return bool(queue_data.perm & PERM_READ)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from broker_core.client.config import ClientConfig
-from broker_core.client.instance import ClientInstance
+from broker_core.client.instance import ClientInstance, refused
 from broker_core.client.message import Message, SendResult, SendStatus
 from broker_core.client.msgid import UniqueIdGenerator
 from broker_core.client.producer.faulttolerance import FaultStrategy
@@ -364,12 +364,7 @@ class Producer:
         )
         status = _STATUS.get(response.code)
         if status is None:
-            raise BrokerRefusedError(
-                f"{addr} refused the send to {queue}: {_code_name(response.code)} {response.remark or ''}",
-                code=response.code,
-                remark=response.remark or "",
-                addr=addr,
-            )
+            raise refused(addr, f"the send to {queue}", response)
         fields = response.ext_fields
         return SendResult(
             status,
@@ -413,13 +408,7 @@ class Producer:
         return RemotingCommand.request(code, fields, body)
 
     async def _master(self, broker_name: str, topic: str) -> str:
-        addr = self.instance.master_addr(broker_name)
-        if addr is None:
-            await self.instance.update_route(topic)
-            addr = self.instance.master_addr(broker_name)
-        if addr is None:
-            raise NoRouteError(f"broker {broker_name!r} has no master address in the routes")
-        return addr
+        return await self.instance.find_master(broker_name, topic)
 
     async def _send_oneway(self, msg: Message, queue: MessageQueue | None) -> None:
         body, props, sys_flag = self._prepare(msg)
@@ -476,13 +465,6 @@ def _run_callback(callback: SendCallback, future: concurrent.futures.Future[Send
         callback(None if error is not None else future.result(), error)
     except Exception:  # the application's callback must not kill the client's thread
         log.exception("send callback failed")
-
-
-def _code_name(code: int) -> str:
-    try:
-        return ResponseCode(code).name
-    except ValueError:
-        return f"code {code}"
 
 
 __all__ = ["Producer", "hash_selector", "Selector", "SendCallback"]

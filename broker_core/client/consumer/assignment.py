@@ -1,0 +1,75 @@
+"""What both consumers (push and pull) need to take a queue on: which queues a topic
+offers for reading, and where a queue with no committed offset starts.
+
+RocketMQ's rules: a new group starts at the queue's end (CONSUME_FROM_LAST_OFFSET), its
+start (FIRST/MIN) or the first message stored after a time (TIMESTAMP, half an hour ago
+by default); the group's own retry topic always starts at 0, so no redelivery is skipped.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from broker_core.client.consumer.offsetstore import NO_OFFSET, OffsetStore, ReadOffsetType
+from broker_core.client.instance import refused
+from broker_core.client.routes import TopicRoute
+from broker_core.messagequeue import MessageQueue
+from broker_core.remoting.codes import RequestCode, ResponseCode
+from broker_core.remoting.command import RemotingCommand
+from broker_core.topics import RETRY_GROUP_TOPIC_PREFIX
+
+if TYPE_CHECKING:
+    from broker_core.client.instance import ClientInstance
+
+PERM_READ = 0x4
+DEFAULT_CONSUME_TIMESTAMP_AGO_MS = 30 * 60 * 1000
+_FROM_START = ("CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_MIN_OFFSET")
+
+
+def readable_queues(route: TopicRoute) -> list[MessageQueue]:
+    """The topic's queues on brokers that allow reading, sorted."""
+    return sorted(
+        MessageQueue(route.topic, qd.broker_name, queue_id)
+        for qd in route.queue_datas
+        if qd.perm & PERM_READ
+        for queue_id in range(qd.read_queue_nums)
+    )
+
+
+async def queue_offset(
+    instance: ClientInstance, code: int, mq: MessageQueue, timestamp_ms: int | None = None
+) -> int:
+    """GET_MAX_OFFSET / GET_MIN_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP of ``mq`` at its master.
+
+    Raises NoRouteError (no master) or BrokerRefusedError.
+    """
+    addr = await instance.find_master(mq.broker_name, mq.topic)
+    fields = {"topic": mq.topic, "queueId": str(mq.queue_id)}
+    if timestamp_ms is not None:
+        fields["timestamp"] = str(timestamp_ms)
+    response = await instance.invoke(addr, RemotingCommand.request(code, fields))
+    if response.code != ResponseCode.SUCCESS:
+        raise refused(addr, f"{RequestCode(code).name} of {mq}", response)
+    return int(response.ext_fields.get("offset") or 0)
+
+
+async def start_offset(
+    instance: ClientInstance,
+    store: OffsetStore,
+    mq: MessageQueue,
+    consume_from_where: str,
+    consume_timestamp_ms: int | None = None,
+) -> int:
+    """The committed offset of ``mq``, else (none yet) where ``consume_from_where`` starts."""
+    offset = await store.read(mq, ReadOffsetType.READ_FROM_STORE)
+    if offset != NO_OFFSET:
+        return offset
+    if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or consume_from_where in _FROM_START:
+        return 0
+    if consume_from_where == "CONSUME_FROM_TIMESTAMP":
+        when = consume_timestamp_ms
+        if when is None:
+            when = time.time_ns() // 1_000_000 - DEFAULT_CONSUME_TIMESTAMP_AGO_MS
+        return await queue_offset(instance, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, mq, when)
+    return await queue_offset(instance, RequestCode.GET_MAX_OFFSET, mq)
