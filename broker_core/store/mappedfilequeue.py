@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 class _Preparation:
     """One file being prepared ahead: usable once ``created`` is set, warm once ``warmed`` is."""
 
-    __slots__ = ("offset", "created", "warmed", "file", "error")
+    __slots__ = ("offset", "created", "warmed", "file", "error", "claimed", "discarding", "gone")
 
     def __init__(self, offset: int) -> None:
         self.offset = offset
@@ -34,6 +34,11 @@ class _Preparation:
         self.warmed = threading.Event()
         self.file: MappedFile | None = None
         self.error: BaseException | None = None
+        # Who owns the file, decided under the preallocator's lock: a roll that asked for
+        # it (``claimed``) or a discard that destroys it (``discarding``, then ``gone``).
+        self.claimed = False
+        self.discarding = False
+        self.gone = threading.Event()
 
 
 class _Preallocator:
@@ -103,18 +108,25 @@ class _Preallocator:
         """The preallocated file for ``offset`` (waiting until it exists, not until warm).
 
         None when none is being prepared for it: then the offset is claimed all the same,
-        in the same locked step, and the caller creates the file itself.
+        in the same locked step, and the caller creates the file itself.  A roll that asks
+        first owns the file even if a discard comes while it is still being created; one
+        that comes while a discard destroys it waits until the file is gone, so the file
+        the caller then creates at the same path is never unlinked under it.
         """
         with self._lock:
+            self._taken.add(offset)
             prep = self._current
             if prep is None or prep.offset != offset:
-                self._taken.add(offset)
                 return None
+            if not prep.discarding:
+                prep.claimed = True
+        if prep.discarding:
+            prep.gone.wait()
+            return None
         prep.created.wait()
         with self._lock:
             self._current = None
             self._handed = prep
-            self._taken.add(offset)
         if prep.error is not None:
             log.warning("preallocating %s failed: %s", offset_to_file_name(offset), prep.error)
             return None
@@ -132,18 +144,24 @@ class _Preallocator:
         return True
 
     def discard(self) -> None:
-        """Drop a pending file (on shutdown or truncation): it must not be left behind."""
+        """Drop a pending file (on shutdown or truncation): it must not be left behind.
+
+        A file a roll has claimed is live and is left alone.
+        """
         with self._lock:
             prep = self._current
-        if prep is None:
-            return
-        prep.created.wait()
-        with self._lock:
-            if self._current is not prep:
-                return  # ``take`` handed it to the writer meanwhile: it is live now
-            self._current = None
-        if prep.file is not None:
-            prep.file.destroy()  # waits for a warm-up under way to stop
+            if prep is None or prep.claimed or prep.discarding:
+                return
+            prep.discarding = True
+        try:
+            prep.created.wait()
+            if prep.file is not None:
+                prep.file.destroy()  # waits for a warm-up under way to stop
+        finally:
+            with self._lock:
+                if self._current is prep:
+                    self._current = None
+            prep.gone.set()
 
 
 class MappedFileQueue:

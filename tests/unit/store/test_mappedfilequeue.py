@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,16 @@ def fill(queue: MappedFileQueue) -> MappedFile:
     mf = queue.last_for_write()
     mf.wrote_position = mf.file_size
     return mf
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
+    """Poll ``condition`` until it holds or ``timeout`` passes (no wall-clock assertion)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.001)
+    return condition()
 
 
 def test_a_roll_takes_the_next_file_while_its_warm_up_is_still_going(
@@ -117,17 +128,55 @@ def test_discard_leaves_a_file_that_a_roll_took_meanwhile(
     queue = MappedFileQueue(tmp_path, FILE_SIZE, preallocate=True, warm=False)
     queue.prepare_ahead()  # file 0 being created (held)
     assert queue._preallocator is not None
+    prep = queue._preallocator._current
+    assert prep is not None
     taken: list[MappedFile] = []
     taker = threading.Thread(target=lambda: taken.append(queue.last_for_write()))
     taker.start()
+    assert wait_until(lambda: prep.claimed)  # the roll asked first
     discarder = threading.Thread(target=queue._preallocator.discard)
     discarder.start()
     created.set()
     taker.join(5)
     discarder.join(5)
     (live,) = taken
+    assert live is prep.file
     assert not live.closed and live.path.exists()
     live.append(b"still usable")
+    live.close()
+
+
+def test_a_roll_during_a_discard_creates_its_own_file_after_the_old_is_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    created = threading.Event()
+    init = MappedFile.__init__
+
+    def slow_create(self: MappedFile, *args: object, **kwargs: object) -> None:
+        if not created.is_set():  # only the preallocated file is held back
+            assert created.wait(10)
+        init(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(MappedFile, "__init__", slow_create)
+    queue = MappedFileQueue(tmp_path, FILE_SIZE, preallocate=True, warm=False)
+    queue.prepare_ahead()  # file 0 being created (held)
+    assert queue._preallocator is not None
+    prep = queue._preallocator._current
+    assert prep is not None
+    discarder = threading.Thread(target=queue._preallocator.discard)
+    discarder.start()
+    assert wait_until(lambda: prep.discarding)  # the discard came first
+    taken: list[MappedFile] = []
+    taker = threading.Thread(target=lambda: taken.append(queue.last_for_write()))
+    taker.start()
+    created.set()
+    discarder.join(5)
+    taker.join(5)
+    (live,) = taken
+    assert live is not prep.file and prep.gone.is_set()
+    assert not live.closed and live.path.exists()
+    live.append(b"still usable")
+    assert bytes(live.mm[:12]) == b"still usable"
     live.close()
 
 
