@@ -195,6 +195,7 @@ class BrokerController:
         hold = PullHoldService(asyncio.get_running_loop())
         assert self.store is not None
         self.store.add_arrival_listener(hold.on_arrival)
+        self.store.set_prompt_dispatch(hold.is_waiting)
         server.register(RequestCode.PULL_MESSAGE, PullProcessor(self, hold).handle)
         clients = ClientProcessor(self)
         server.register(RequestCode.HEART_BEAT, clients.heartbeat)

@@ -36,11 +36,31 @@
  *       the dispatcher needs: the batch's 20-byte consume-queue entries, packed, each
  *       record's commit-log offset, and its index items (topic, key, phy, ts): the
  *       UNIQ_KEY, then each distinct non-empty word of KEYS (as indexfile.record_items).
+ *
+ *   decode_records(buf, cls=None, with_body=True, pos=0, max_count=-1) -> (records, error)
+ *       Decodes up to max_count (all when -1) records laid back to back in buf from pos,
+ *       exactly as message.py_decode_record does, field for field: each record is a tuple
+ *       of MessageExt's fields in order or, given cls (a slots class such as MessageExt), an
+ *       instance of cls whose slots are filled directly (its __init__ is not called).
+ *       Stops at the first bad record: error is None when every record decoded, else
+ *       (pos, message) with the RecordFormatError message py_decode_record raises there.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#ifdef _WIN32
+#include <ws2tcpip.h>
+#ifdef _MSC_VER
+#pragma comment(lib, "ws2_32.lib") /* inet_ntop */
+#endif
+#else
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#endif
 
 /* Fold the UTF-16 code units of str s into h (h = 31*h + unit), as Java's hashCode does.
    Code points above U+FFFF count as their two surrogate units. */
@@ -582,12 +602,427 @@ done:
     return out;
 }
 
+/* ---- decode_records: the consumer's record decoder (message.decode_record / iter_records) ---- */
+
+#define MIN_RECORD_SIZE 92
+#define RECORD_FIELDS 17
+#define BORNHOST_V6_FLAG 0x10
+#define STOREHOST_V6_FLAG 0x20
+
+/* MessageExt's fields, in the order decode_records fills them (message.MessageExt). */
+static const char *const record_field_names[RECORD_FIELDS] = {
+    "store_size", "body_crc", "queue_id", "flag", "queue_offset", "commit_log_offset", "sys_flag",
+    "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times",
+    "prepared_transaction_offset", "body", "topic", "properties", "msg_id",
+};
+
+/* The class whose slots decode_records last filled, and each field's slot offset. */
+static PyTypeObject *record_type = NULL;
+static Py_ssize_t record_offsets[RECORD_FIELDS];
+
+static inline uint64_t get_be64(const unsigned char *p)
+{
+    return ((uint64_t)get_be32(p) << 32) | (uint64_t)get_be32(p + 4);
+}
+
+/* Check that instances of cls keep every field in a writable object slot of their own
+   (a slots dataclass such as MessageExt) and remember where: decode_records then fills
+   new instances directly, without calling __init__. */
+static int
+use_record_type(PyTypeObject *cls)
+{
+    if (cls == record_type) {
+        return 0;
+    }
+    Py_ssize_t offsets[RECORD_FIELDS];
+    if (!PyType_Check(cls) || cls->tp_alloc == NULL) {
+        PyErr_SetString(PyExc_TypeError, "cls must be a class with slots for the record fields");
+        return -1;
+    }
+    for (int i = 0; i < RECORD_FIELDS; i++) {
+        PyObject *descr = PyObject_GetAttrString((PyObject *)cls, record_field_names[i]);
+        if (descr == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                return -1;
+            }
+            PyErr_Clear();
+        }
+        int ok = descr != NULL && Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
+                 ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX &&
+                 !(((PyMemberDescrObject *)descr)->d_member->flags & READONLY) &&
+                 PyType_IsSubtype(cls, PyDescr_TYPE(descr));
+        if (ok) {
+            offsets[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
+        }
+        Py_XDECREF(descr);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "%.100s.%s is not a writable object slot", cls->tp_name,
+                         record_field_names[i]);
+            return -1;
+        }
+    }
+    memcpy(record_offsets, offsets, sizeof offsets);
+    Py_INCREF(cls);
+    Py_XSETREF(record_type, cls);
+    return 0;
+}
+
+/* The last host decoded for one role (born / store): hosts repeat from record to record. */
+typedef struct {
+    unsigned char raw[20];
+    Py_ssize_t len;
+    PyObject *text;
+} host_cache;
+
+static host_cache born_cache, store_cache;
+
+/* message.decode_host: 8 bytes -> "a.b.c.d:port", 20 bytes -> "[v6]:port" (inet_ntop's text,
+   as socket.inet_ntop gives it; the port is a signed 32-bit int). */
+static PyObject *
+decode_host_text(const unsigned char *raw, Py_ssize_t len, host_cache *cache)
+{
+    if (cache->text != NULL && cache->len == len && memcmp(cache->raw, raw, (size_t)len) == 0) {
+        return Py_NewRef(cache->text);
+    }
+    char ip[INET6_ADDRSTRLEN];
+    char out[INET6_ADDRSTRLEN + 16];
+    int port = (int)(int32_t)get_be32(raw + len - 4);
+    int n;
+    if (inet_ntop(len == 8 ? AF_INET : AF_INET6, raw, ip, sizeof ip) == NULL) {
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    if (len == 8) {
+        n = snprintf(out, sizeof out, "%s:%d", ip, port);
+    }
+    else {
+        n = snprintf(out, sizeof out, "[%s]:%d", ip, port);
+    }
+    PyObject *text = PyUnicode_DecodeASCII(out, n, NULL);
+    if (text == NULL) {
+        return NULL;
+    }
+    memcpy(cache->raw, raw, (size_t)len);
+    cache->len = len;
+    Py_XSETREF(cache->text, Py_NewRef(text));
+    return text;
+}
+
+/* Short strings decoded from the same bytes over and over (topics, property names). */
+#define TEXT_CACHE_SIZE 32
+#define TEXT_CACHE_MAX_LEN 48
+typedef struct {
+    Py_ssize_t len;
+    unsigned char raw[TEXT_CACHE_MAX_LEN];
+    PyObject *text;
+} text_entry;
+
+static text_entry text_cache[TEXT_CACHE_SIZE];
+static unsigned text_cache_next;
+
+/* bytes.decode("utf-8", errors="replace"), cached for short strings. */
+static PyObject *
+cached_text(const unsigned char *raw, Py_ssize_t len)
+{
+    if (len > TEXT_CACHE_MAX_LEN || len == 0) {
+        return PyUnicode_DecodeUTF8((const char *)raw, len, "replace");
+    }
+    for (int i = 0; i < TEXT_CACHE_SIZE; i++) {
+        text_entry *e = &text_cache[i];
+        if (e->len == len && e->text != NULL && memcmp(e->raw, raw, (size_t)len) == 0) {
+            return Py_NewRef(e->text);
+        }
+    }
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)raw, len, "replace");
+    if (text == NULL) {
+        return NULL;
+    }
+    if (PyUnicode_IS_ASCII(text)) {
+        /* Compute and keep the hash once: these strings end up as dict keys. */
+        if (PyObject_Hash(text) == -1) {
+            Py_DECREF(text);
+            return NULL;
+        }
+        text_entry *e = &text_cache[text_cache_next++ % TEXT_CACHE_SIZE];
+        e->len = len;
+        memcpy(e->raw, raw, (size_t)len);
+        Py_XSETREF(e->text, Py_NewRef(text));
+    }
+    return text;
+}
+
+/* message.decode_properties: name\x01value\x02 pairs; a pair counts when it has a separator,
+   a non-empty name and no second separator, and the last value for a name wins.  (Splitting
+   the bytes first and decoding each piece gives what decoding first and splitting gives:
+   \x01 and \x02 are never part of a UTF-8 sequence, valid or replaced.) */
+static PyObject *
+decode_props(const unsigned char *p, Py_ssize_t len)
+{
+    PyObject *dict = PyDict_New();
+    if (dict == NULL) {
+        return NULL;
+    }
+    Py_ssize_t at = 0;
+    while (at < len) {
+        const unsigned char *pair = p + at;
+        const unsigned char *stop = memchr(pair, 2, (size_t)(len - at));
+        Py_ssize_t pair_len = stop ? stop - pair : len - at;
+        at += pair_len + 1;
+        const unsigned char *sep = memchr(pair, 1, (size_t)pair_len);
+        if (sep == NULL || sep == pair) {
+            continue;
+        }
+        const unsigned char *value = sep + 1;
+        Py_ssize_t value_len = pair + pair_len - value;
+        if (memchr(value, 1, (size_t)value_len) != NULL) {
+            continue;
+        }
+        PyObject *name_obj = cached_text(pair, sep - pair);
+        if (name_obj == NULL) {
+            Py_DECREF(dict);
+            return NULL;
+        }
+        PyObject *value_obj = PyUnicode_DecodeUTF8((const char *)value, value_len, "replace");
+        if (value_obj == NULL || PyDict_SetItem(dict, name_obj, value_obj) < 0) {
+            Py_DECREF(name_obj);
+            Py_XDECREF(value_obj);
+            Py_DECREF(dict);
+            return NULL;
+        }
+        Py_DECREF(name_obj);
+        Py_DECREF(value_obj);
+    }
+    return dict;
+}
+
+/* create_message_id: the store host's bytes and the physical offset's, as upper-case hex. */
+static PyObject *
+message_id(const unsigned char *host, Py_ssize_t host_len, const unsigned char *phys)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    PyObject *id = PyUnicode_New((host_len + 8) * 2, 127);
+    if (id == NULL) {
+        return NULL;
+    }
+    Py_UCS1 *out = PyUnicode_1BYTE_DATA(id);
+    for (Py_ssize_t i = 0; i < host_len; i++) {
+        *out++ = (Py_UCS1)hex[host[i] >> 4];
+        *out++ = (Py_UCS1)hex[host[i] & 15];
+    }
+    for (int i = 0; i < 8; i++) {
+        *out++ = (Py_UCS1)hex[phys[i] >> 4];
+        *out++ = (Py_UCS1)hex[phys[i] & 15];
+    }
+    return id;
+}
+
+/* Outcomes of decode_one. */
+#define DECODED 0
+#define BAD_RECORD 1 /* *error holds the RecordFormatError message */
+
+static PyObject *
+format_error(const char *fmt, ...)
+{
+    char text[160];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(text, sizeof text, fmt, args);
+    va_end(args);
+    return PyUnicode_FromString(text);
+}
+
+/* Decode the record at base[pos:] exactly as message.py_decode_record does: the same checks
+   in the same order, with the same messages.  Returns DECODED (*out: a new tuple or cls
+   instance, *size: its TOTALSIZE), BAD_RECORD, or -1 with an exception set. */
+static int
+decode_one(const unsigned char *base, Py_ssize_t len, Py_ssize_t pos, int with_body, PyTypeObject *cls,
+           const Py_ssize_t *offsets, PyObject **out, Py_ssize_t *size, PyObject **error)
+{
+    Py_ssize_t left = len - pos;
+    if (left < MIN_RECORD_SIZE) {
+        *error = format_error("only %zd bytes left at %zd: too short for a record", left, pos);
+        return *error ? BAD_RECORD : -1;
+    }
+    const unsigned char *r = base + pos;
+    int32_t total = (int32_t)get_be32(r);
+    uint32_t magic = get_be32(r + 4);
+    if (magic != 0xDAA320A7u) {
+        *error = format_error("bad magic code 0x%08X at %zd", (unsigned)magic, pos);
+        return *error ? BAD_RECORD : -1;
+    }
+    if (total < MIN_RECORD_SIZE || (Py_ssize_t)total > left) {
+        *error = format_error("record size %d at %zd does not fit the %zd bytes left", (int)total, pos, left);
+        return *error ? BAD_RECORD : -1;
+    }
+    int32_t sys_flag = (int32_t)get_be32(r + 36);
+    Py_ssize_t born_len = (sys_flag & BORNHOST_V6_FLAG) ? 20 : 8;
+    Py_ssize_t store_len = (sys_flag & STOREHOST_V6_FLAG) ? 20 : 8;
+    const unsigned char *born = r + 48;
+    const unsigned char *store_ts = born + born_len;
+    const unsigned char *store = store_ts + 8;
+    Py_ssize_t cursor = 48 + born_len + 8 + store_len; /* relative to r from here on */
+    if (cursor + 16 + 3 > total) { /* IPv6 hosts make the fixed part longer than MIN_RECORD_SIZE */
+        *error = format_error("record size %d at %zd is too short for its fixed fields", (int)total, pos);
+        return *error ? BAD_RECORD : -1;
+    }
+    int32_t body_len = (int32_t)get_be32(r + cursor + 12);
+    cursor += 16;
+    if (body_len < 0 || cursor + body_len + 3 > total) {
+        *error = format_error("body length %d at %zd overruns the record", (int)body_len, pos);
+        return *error ? BAD_RECORD : -1;
+    }
+    const unsigned char *body = r + cursor;
+    cursor += body_len;
+    int topic_len = r[cursor];
+    const unsigned char *topic = r + cursor + 1;
+    cursor += 1 + topic_len;
+    if (cursor + 2 > total) {
+        *error = format_error("topic length %d at %zd overruns the record", topic_len, pos);
+        return *error ? BAD_RECORD : -1;
+    }
+    int props_len = (int)(int16_t)(((unsigned)r[cursor] << 8) | r[cursor + 1]);
+    cursor += 2;
+    if (props_len < 0 || cursor + props_len != total) {
+        *error = format_error("properties length %d at %zd does not end the record", props_len, pos);
+        return *error ? BAD_RECORD : -1;
+    }
+    const unsigned char *after_store = store + store_len;
+    PyObject *v[RECORD_FIELDS];
+    v[0] = PyLong_FromLong(total);
+    v[1] = PyLong_FromLong((int32_t)get_be32(r + 8));
+    v[2] = PyLong_FromLong((int32_t)get_be32(r + 12));
+    v[3] = PyLong_FromLong((int32_t)get_be32(r + 16));
+    v[4] = PyLong_FromLongLong((int64_t)get_be64(r + 20));
+    v[5] = PyLong_FromLongLong((int64_t)get_be64(r + 28));
+    v[6] = PyLong_FromLong(sys_flag);
+    v[7] = PyLong_FromLongLong((int64_t)get_be64(r + 40));
+    v[8] = decode_host_text(born, born_len, &born_cache);
+    v[9] = PyLong_FromLongLong((int64_t)get_be64(store_ts));
+    v[10] = decode_host_text(store, store_len, &store_cache);
+    v[11] = PyLong_FromLong((int32_t)get_be32(after_store));
+    v[12] = PyLong_FromLongLong((int64_t)get_be64(after_store + 4));
+    v[13] = PyBytes_FromStringAndSize(with_body ? (const char *)body : NULL, with_body ? body_len : 0);
+    v[14] = cached_text(topic, topic_len);
+    v[15] = decode_props(r + cursor, props_len);
+    v[16] = message_id(store, store_len, r + 28);
+    for (int i = 0; i < RECORD_FIELDS; i++) {
+        if (v[i] == NULL) {
+            for (int j = 0; j < RECORD_FIELDS; j++) {
+                Py_XDECREF(v[j]);
+            }
+            return -1;
+        }
+    }
+    PyObject *obj;
+    if (cls == NULL) {
+        obj = PyTuple_New(RECORD_FIELDS);
+        if (obj != NULL) {
+            for (int i = 0; i < RECORD_FIELDS; i++) {
+                PyTuple_SET_ITEM(obj, i, v[i]);
+            }
+        }
+    }
+    else {
+        obj = cls->tp_alloc(cls, 0);
+        if (obj != NULL) {
+            for (int i = 0; i < RECORD_FIELDS; i++) {
+                *(PyObject **)((char *)obj + offsets[i]) = v[i];
+            }
+        }
+    }
+    if (obj == NULL) {
+        for (int i = 0; i < RECORD_FIELDS; i++) {
+            Py_DECREF(v[i]);
+        }
+        return -1;
+    }
+    *out = obj;
+    *size = total;
+    return DECODED;
+}
+
+static PyObject *
+decode_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 5) {
+        PyErr_SetString(PyExc_TypeError, "decode_records(buf, cls=None, with_body=True, pos=0, max_count=-1)");
+        return NULL;
+    }
+    PyTypeObject *cls = NULL;
+    /* A copy: a finalizer run by the GC while we allocate could decode into another class. */
+    Py_ssize_t offsets[RECORD_FIELDS];
+    int with_body = 1;
+    Py_ssize_t pos = 0, max_count = -1;
+    if (nargs > 1 && args[1] != Py_None) {
+        if (!PyType_Check(args[1])) {
+            PyErr_SetString(PyExc_TypeError, "cls must be a class or None");
+            return NULL;
+        }
+        cls = (PyTypeObject *)args[1];
+        if (use_record_type(cls) < 0) {
+            return NULL;
+        }
+        memcpy(offsets, record_offsets, sizeof offsets);
+    }
+    if (nargs > 2 && (with_body = PyObject_IsTrue(args[2])) < 0) {
+        return NULL;
+    }
+    if (nargs > 3 && ((pos = PyLong_AsSsize_t(args[3])) == -1 && PyErr_Occurred())) {
+        return NULL;
+    }
+    if (nargs > 4 && ((max_count = PyLong_AsSsize_t(args[4])) == -1 && PyErr_Occurred())) {
+        return NULL;
+    }
+    if (pos < 0) {
+        PyErr_SetString(PyExc_ValueError, "pos must not be negative");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *base = (const unsigned char *)view.buf;
+    PyObject *records = PyList_New(0);
+    PyObject *error = NULL;
+    if (records == NULL) {
+        goto fail;
+    }
+    for (Py_ssize_t count = 0; pos < view.len && count != max_count; count++) {
+        PyObject *record = NULL, *message = NULL;
+        Py_ssize_t size = 0;
+        int outcome = decode_one(base, view.len, pos, with_body, cls, offsets, &record, &size, &message);
+        if (outcome < 0) {
+            goto fail;
+        }
+        if (outcome != DECODED) {
+            error = Py_BuildValue("(nN)", pos, message);
+            if (error == NULL) {
+                goto fail;
+            }
+            break;
+        }
+        if (PyList_Append(records, record) < 0) {
+            Py_DECREF(record);
+            goto fail;
+        }
+        Py_DECREF(record);
+        pos += size;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(NN)", records, error ? error : Py_NewRef(Py_None));
+fail:
+    Py_XDECREF(records);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 static PyMethodDef speedups_methods[] = {
     {"java_hash_code", java_hash_code, METH_O, "Java String.hashCode() of a str, as a signed 32-bit int."},
     {"index_put_many", index_put_many, METH_VARARGS, "Put (topic, key, phy, ts) items into an index file buffer."},
     {"write_records", write_records, METH_VARARGS, "Write prepared IPv4 records back to back into a buffer."},
     {"batch_items", batch_items, METH_VARARGS, "Split and validate an encoded producer batch."},
     {"write_batch", write_batch, METH_VARARGS, "Write an encoded producer batch as records."},
+    {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL,
+     "Decode records laid back to back: (records, None) or (records, (pos, message))."},
     {NULL, NULL, 0, NULL},
 };
 

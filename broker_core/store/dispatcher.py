@@ -80,6 +80,9 @@ class Dispatcher:
         self.dispatched_offset = 0
         self.last_store_timestamp = 0
         self.listeners: list[ArrivalListener] = []
+        # Whether someone waits for a queue's next message (held pulls): an append there is
+        # dispatched at once by the appending thread, not at the thread's next poll.
+        self.prompt: Callable[[str, int], bool] | None = None
         self._on_disk_full = on_disk_full
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -131,11 +134,12 @@ class Dispatcher:
                 time.sleep(_RETRY_SECONDS)
             seen = self.dispatched_offset
 
-    def maybe_drain(self) -> None:
-        """Drain now if enough records are waiting (called by the appending thread)."""
-        if (
+    def maybe_drain(self, topic: str = "", queue_id: int = 0) -> None:
+        """Drain now if enough records are waiting, or if someone waits for ``topic``'s
+        ``queue_id`` (called by the appending thread after an append there)."""
+        if self._thread is not None and (
             self.commit_log.records_end - self.dispatched_offset >= INLINE_DRAIN_BYTES
-            and self._thread is not None
+            or (self.prompt is not None and self.prompt(topic, queue_id))
         ):
             try:
                 self.drain(blocking=False)

@@ -132,6 +132,21 @@ def encode_properties(properties: Mapping[str, str]) -> bytes:
     """
     if not properties:
         return b""
+    text = "".join([f"{name}\x01{value}\x02" for name, value in properties.items()])
+    # One separator of each kind per pair means no name or value holds one (the common
+    # case, checked in two C calls); otherwise the loop below finds the culprit.
+    pairs = len(properties)
+    if (
+        text.count(NAME_VALUE_SEPARATOR) == pairs
+        and text.count(PROPERTY_SEPARATOR) == pairs
+        and "" not in properties
+    ):
+        raw = text.encode("utf-8")
+        if len(raw) > MAX_PROPERTIES_BYTES:
+            raise MessageIllegalError(
+                f"message properties are {len(raw)} bytes encoded; the format allows {MAX_PROPERTIES_BYTES}"
+            )
+        return raw
     parts = []
     for name, value in properties.items():
         name = str(name)
@@ -542,8 +557,14 @@ class RecordFormatError(ValueError):
     """Bytes that were expected to hold a record do not."""
 
 
-def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, with_body: bool = True) -> MessageExt:
-    """Decode the record at ``buf[pos:]``.  Raises RecordFormatError on bad magic or size."""
+def py_decode_record(
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, with_body: bool = True
+) -> MessageExt:
+    """Decode the record at ``buf[pos:]``.  Raises RecordFormatError on bad magic or size.
+
+    The reference decoder: ``decode_record`` is ``_speedups.decode_records`` when the C
+    extension was built, and must agree with this one field for field and error for error.
+    """
     view = memoryview(buf)
     if len(view) - pos < MIN_RECORD_SIZE:
         raise RecordFormatError(f"only {len(view) - pos} bytes left at {pos}: too short for a record")
@@ -556,11 +577,13 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, with_bod
         raise RecordFormatError(f"record size {total} at {pos} does not fit the {len(view) - pos} bytes left")
     cursor = pos + 48
     born_len = 20 if sys_flag & BORNHOST_V6_FLAG else 8
+    store_len = 20 if sys_flag & STOREHOST_V6_FLAG else 8
+    if 48 + born_len + 8 + store_len + 16 + 3 > total:  # IPv6 hosts make the fixed part longer
+        raise RecordFormatError(f"record size {total} at {pos} is too short for its fixed fields")
     born_host = decode_host(bytes(view[cursor : cursor + born_len]))
     cursor += born_len
     (store_ts,) = _LONG.unpack_from(view, cursor)
     cursor += 8
-    store_len = 20 if sys_flag & STOREHOST_V6_FLAG else 8
     store_raw = bytes(view[cursor : cursor + store_len])
     cursor += store_len
     reconsume, prepared, body_len = struct.unpack_from(">iqi", view, cursor)
@@ -602,13 +625,49 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, with_bod
     )
 
 
-def iter_records(buf: bytes | bytearray | memoryview) -> Iterator[MessageExt]:
-    """Decode records laid back to back (a FOUND pull body)."""
+def py_iter_records(buf: bytes | bytearray | memoryview) -> Iterator[MessageExt]:
+    """Decode records laid back to back (a FOUND pull body): the reference for ``iter_records``."""
     pos = 0
     while pos < len(buf):
-        msg = decode_record(buf, pos)
+        msg = py_decode_record(buf, pos)
         yield msg
         pos += msg.store_size
+
+
+try:  # the C decoder (~15x faster): records, errors and messages as py_decode_record's
+    from broker_core.store._speedups import decode_records as _c_decode_records
+except ImportError:  # pragma: no cover - machines without a compiler
+    _c_decode_records = None
+
+
+def _c_decode_record(
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, with_body: bool = True
+) -> MessageExt:
+    """Decode the record at ``buf[pos:]``.  Raises RecordFormatError on bad magic or size."""
+    if pos >= 0:
+        records, error = _c_decode_records(buf, MessageExt, with_body, pos, 1)
+        if records:
+            return records[0]
+        if error is not None:
+            raise RecordFormatError(error[1])
+    # Nothing left at pos, or a negative pos: the reference says what is wrong.
+    return py_decode_record(buf, pos, with_body=with_body)
+
+
+def _c_iter_records(buf: bytes | bytearray | memoryview) -> Iterator[MessageExt]:
+    """Decode records laid back to back (a FOUND pull body)."""
+    records, error = _c_decode_records(buf, MessageExt)
+    yield from records
+    if error is not None:
+        raise RecordFormatError(error[1])
+
+
+if _c_decode_records is not None:
+    decode_record = _c_decode_record
+    iter_records = _c_iter_records
+else:  # pragma: no cover - machines without a compiler
+    decode_record = py_decode_record
+    iter_records = py_iter_records
 
 
 @dataclass(slots=True)

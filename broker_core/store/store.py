@@ -372,7 +372,8 @@ class MessageStore:
                 result.async_flush = self.flush_service.request_async(end, asyncio.get_running_loop())
             else:
                 result.flush_future = self.flush_service.request(end)
-        self.dispatcher.maybe_drain()
+        target = arg[0] if isinstance(arg, list) else arg  # a message or a batch: one queue
+        self.dispatcher.maybe_drain(target.topic, target.queue_id)
         return result
 
     def put_message(self, msg: MessageInner) -> PutMessageResult:
@@ -726,6 +727,11 @@ class MessageStore:
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         self.dispatcher.listeners.append(listener)
+
+    def set_prompt_dispatch(self, waiting: Callable[[str, int], bool]) -> None:
+        """``waiting(topic, queue_id)`` tells whether a consumer waits for that queue's next
+        message; appends there are then dispatched (and listeners told) at once."""
+        self.dispatcher.prompt = waiting
 
     def check(self) -> list[str]:
         """Self-check every file kind; return the problems found (empty when healthy)."""

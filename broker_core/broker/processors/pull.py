@@ -70,10 +70,22 @@ class PullHoldService:
         self._loop = loop
         self._waiting: dict[tuple[str, int], list[asyncio.Future[None]]] = {}
 
+    def is_waiting(self, topic: str, queue_id: int) -> bool:
+        """Whether a pull is held on the queue (the store then dispatches appends there at once)."""
+        return (topic, queue_id) in self._waiting
+
     def on_arrival(self, arrived: dict[tuple[str, int], int]) -> None:
         """Store listener (any thread): wake the pulls held on these queues."""
         keys = [key for key in arrived if key in self._waiting]
-        if keys:
+        if not keys:
+            return
+        try:
+            on_loop = asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:  # dispatched by the appending request itself: no cross-thread wake-up
+            self._wake(keys)
+        else:
             self._loop.call_soon_threadsafe(self._wake, keys)
 
     def _wake(self, keys: list[tuple[str, int]]) -> None:

@@ -467,3 +467,27 @@ def test_it_rebuilds_records_the_size_of_the_captured_orderly_pull_response() ->
             assert msg.topic == "ProbeTopic" and msg.queue_offset == i
             assert msg.body.startswith(b"ord-") and msg.properties["TAGS"] == "TagA"
             assert msg.properties["KEYS"] == "ok" + msg.body.decode()[4:]
+
+
+@pytest.mark.parametrize(
+    ("properties", "problem"),
+    [
+        ({"": "v"}, "empty name"),
+        ({"a\x01b": "v"}, "reserved separator"),
+        ({"a": "v\x02w"}, "reserved separator"),
+        ({"a": "x", "b": "\x01\x02"}, "reserved separator"),  # counts even out over pairs: still caught
+        ({"k": "v" * 40_000}, "the format allows"),
+    ],
+)
+def test_property_encoding_refuses_what_the_format_cannot_carry(
+    properties: dict[str, str], problem: str
+) -> None:
+    with pytest.raises(MessageIllegalError, match=problem):
+        encode_properties(properties)
+
+
+def test_property_encoding_round_trips_and_stringifies() -> None:
+    props = {"TAGS": "TagA", "KEYS": "k1 k2", "ünï": "cödé", "n": 5}
+    raw = encode_properties(props)  # type: ignore[arg-type]
+    assert raw == "TAGS\x01TagA\x02KEYS\x01k1 k2\x02ünï\x01cödé\x02n\x015\x02".encode()
+    assert decode_properties(raw) == {k: str(v) for k, v in props.items()}
