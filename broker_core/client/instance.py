@@ -20,9 +20,11 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import random
 import threading
 import zlib
 from collections.abc import Coroutine
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 import orjson
@@ -35,6 +37,7 @@ from broker_core.errors import BrokerRefusedError, ClientError, NoRouteError
 from broker_core.messagequeue import MessageQueue
 from broker_core.remoting import fastjson
 from broker_core.remoting.acl import sign_request
+from broker_core.remoting.blocking import BlockingChannels
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
@@ -101,14 +104,21 @@ class ClientInstance:
         self._timers: list[asyncio.Task[None]] = []
         # Guards _stopped against submit(): nothing is handed to a loop about to stop.
         self._state_lock = threading.Lock()
+        # Coroutines submitted from other threads, started together at the loop's next turn.
+        self._submitted: list[tuple[Coroutine[Any, Any, Any], concurrent.futures.Future[Any]]] = []
+        self._drain_scheduled = False
         # The coroutines submitted and not finished: failed, not orphaned, at shutdown.
         self._inflight: set[asyncio.Task[Any]] = set()
+        # The nameserver to ask first (update_route): a random one, then the last that answered.
+        self._namesrv_index = random.randrange(1 << 16)
         # Broker addresses that have had a heartbeat: a new one gets its first at once.
         self._heartbeated: set[str] = set()
         self._background: set[asyncio.Task[None]] = set()
         self._callbacks = concurrent.futures.ThreadPoolExecutor(
             max_workers=4, thread_name_prefix=f"quiver-callback-{self.client_id}"
         )
+        # Sockets of threads that block on their own requests (synchronous sends).
+        self._blocking = BlockingChannels(connect_timeout=config.request_timeout_ms / 1000)
 
     # -- the loop thread -------------------------------------------------------------------
 
@@ -176,11 +186,30 @@ class ClientInstance:
         A coroutine still running when the instance shuts down fails with ClientError, so
         its future always completes.
         """
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
         with self._state_lock:
             if self._stopped:
                 coro.close()
                 raise ClientError(f"client instance {self.client_id} is shut down")
-            return asyncio.run_coroutine_threadsafe(self._tracked(coro), self._loop)
+            self._submitted.append((coro, future))
+            wake = not self._drain_scheduled
+            self._drain_scheduled = True
+        if wake:  # one wake-up of the loop for everything submitted meanwhile
+            self._loop.call_soon_threadsafe(self._start_submitted)
+        return future
+
+    def _start_submitted(self) -> None:
+        """On the loop: start the coroutines ``submit`` queued, each chained to its future."""
+        with self._state_lock:
+            submitted, self._submitted = self._submitted, []
+            self._drain_scheduled = False
+        for coro, future in submitted:
+            if future.cancelled():  # given up on before it started
+                coro.close()
+                continue
+            task = self._loop.create_task(self._tracked(coro))
+            task.add_done_callback(partial(_settle_future, future))
+            future.add_done_callback(partial(self._cancel_if_cancelled, task))
 
     def call(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
         """Run ``coro`` on the instance's loop and wait for its result (blocking API).
@@ -189,11 +218,14 @@ class ClientInstance:
         """
         if threading.get_ident() == self._thread.ident:
             coro.close()
-            raise ClientError(
-                "a blocking client call was made on the client's own event-loop thread; "
-                "it would deadlock: use the async API there"
-            )
+            self.check_may_block()
         return self.submit(coro).result(timeout_s)
+
+    def _cancel_if_cancelled(self, task: asyncio.Task[Any], future: concurrent.futures.Future[Any]) -> None:
+        """A caller who cancels the future cancels the coroutine too."""
+        if future.cancelled() and not task.done():
+            with contextlib.suppress(RuntimeError):  # the loop is already closed
+                self._loop.call_soon_threadsafe(task.cancel)
 
     def run_callback(self, callback: Any, *args: Any) -> None:
         """Run an application callback off the loop thread (RocketMQ's callback executor)."""
@@ -243,6 +275,7 @@ class ClientInstance:
             asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=10)
         except Exception:
             log.exception("client instance %s did not close cleanly", self.client_id)
+        self._blocking.close()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
@@ -276,6 +309,26 @@ class ClientInstance:
         timeout = self.config.request_timeout_ms / 1000 if timeout_s is None else timeout_s
         return await self._remoting.invoke(addr, request, timeout)
 
+    def invoke_blocking(self, addr: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """``invoke`` done by the calling thread on a socket of its own, without the loop.
+
+        For a caller that would only wait for the loop's answer (synchronous sends): it
+        saves the two thread hand-offs.  Refused on the loop's thread, which must not block.
+        Raises RemotingError as ``invoke`` does.
+        """
+        self.check_may_block()
+        if self.config.access_key and self.config.secret_key:
+            sign_request(request, self.config.access_key, self.config.secret_key)
+        return self._blocking.connection(addr).request(request, timeout_s)
+
+    def check_may_block(self) -> None:
+        """Raise ClientError on the loop's own thread, where a blocking call would deadlock."""
+        if threading.get_ident() == self._thread.ident:
+            raise ClientError(
+                "a blocking client call was made on the client's own event-loop thread; "
+                "it would deadlock: use the async API there"
+            )
+
     async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
         assert self._remoting is not None
         if self.config.access_key and self.config.secret_key:
@@ -295,12 +348,19 @@ class ClientInstance:
         return route
 
     async def update_route(self, topic: str) -> TopicRoute:
-        """Ask the nameservers in turn for ``topic``'s route and cache it."""
+        """Ask the nameservers in turn for ``topic``'s route and cache it.
+
+        As RocketMQ's clients do, each instance starts at a random nameserver and keeps
+        asking the last one that answered: a nameserver that is down costs one failed
+        attempt, not one per lookup, and clients spread over the nameservers.
+        """
         addrs = self.config.namesrv_addrs
         if not addrs:
             raise NoRouteError(f"no nameserver address configured (namesrvAddr) to route {topic!r}")
+        start = self._namesrv_index % len(addrs)
         problems = []
-        for addr in addrs:
+        for step in range(len(addrs)):
+            addr = addrs[(start + step) % len(addrs)]
             request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
             try:
                 response = await self.invoke(addr, request)
@@ -322,6 +382,7 @@ class ClientInstance:
             except (ValueError, KeyError, TypeError) as exc:
                 problems.append(f"{addr}: malformed route: {exc}")
                 continue
+            self._namesrv_index = start + step
             self.routes[topic] = route
             self._greet_new_brokers(route)
             return route
@@ -335,7 +396,7 @@ class ClientInstance:
 
     def broker_addrs(self, broker_name: str) -> dict[int, str]:
         """A broker name's addresses by broker id, from the cached routes."""
-        for route in self.routes.values():
+        for route in list(self.routes.values()):  # list(): other threads read it too
             for broker in route.broker_datas:
                 if broker.broker_name == broker_name and broker.addrs:
                     return dict(broker.addrs)
@@ -464,6 +525,19 @@ class ClientInstance:
                 response.code,
                 response.remark,
             )
+
+
+def _settle_future(future: concurrent.futures.Future[Any], task: asyncio.Task[Any]) -> None:
+    """Give ``future`` the outcome of ``task`` (asyncio's run_coroutine_threadsafe does this)."""
+    if task.cancelled():
+        future.cancel()
+    if not future.set_running_or_notify_cancel():
+        return
+    error = task.exception()
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(task.result())
 
 
 def refused(addr: str, what: str, response: RemotingCommand) -> BrokerRefusedError:

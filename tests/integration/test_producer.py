@@ -138,3 +138,36 @@ async def test_failures_are_typed(cluster: tuple[NamesrvServer, BrokerController
         assert "forbidden" in str(refused.value)
     with pytest.raises(ClientError):
         Producer("bad group name!", ns.address).start()
+
+
+async def test_batches_sent_asynchronously_are_pipelined_and_all_stored(
+    cluster: tuple[NamesrvServer, BrokerController],
+) -> None:
+    ns, broker = cluster
+    queue = MessageQueue(TOPIC, "broker-a", 1)
+    called: list[SendResult | None] = []
+    async with started(Producer("test-producers", ns.address)) as producer:
+        batches = [[Message(TOPIC, b"a%d-%d" % (n, i), keys=f"k{n}") for i in range(8)] for n in range(20)]
+        futures = [
+            producer.send_batch_async(batch, lambda r, e: called.append(r), queue=queue) for batch in batches
+        ]
+        results = await asyncio.to_thread(lambda: [f.result(10) for f in futures])
+        with pytest.raises(ClientError, match="one topic"):
+            producer.send_batch_async([Message(TOPIC, b"x"), Message("OtherTopic", b"y")])
+    for batch, result in zip(batches, results, strict=True):
+        assert result.msg_id.split(",") == [m.unique_id for m in batch]
+        assert result.queue == queue
+    async with asyncio.timeout(5):
+        while len(called) < 20:
+            await asyncio.sleep(0.02)
+    assert broker.store is not None and broker.store.wait_dispatched()
+    bodies: list[bytes] = []
+    while len(bodies) < 160:
+        found = broker.store.get_message(TOPIC, queue.queue_id, len(bodies), 32).messages
+        assert found, f"only {len(bodies)} stored"
+        bodies += [decode_record(r).body for r in found]
+    assert sorted(bodies) == sorted(m.body for batch in batches for m in batch)
+    # Each batch landed whole and in order, whatever order the batches took.
+    for batch in batches:
+        at = bodies.index(batch[0].body)
+        assert bodies[at : at + 8] == [m.body for m in batch]

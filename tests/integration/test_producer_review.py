@@ -73,14 +73,19 @@ async def test_send_async_uses_the_async_retry_count(
     producer = Producer("review-producers", ns.address, retry_times_when_send_failed=5)
     producer.retry_times_when_send_async_failed = 1
     seen: list[int] = []
-    real = producer._send
+    real, real_blocking = producer._send, producer._send_blocking
 
     async def spy(*args: Any, **kwargs: Any) -> SendResult:
         seen.append(args[5])
         return await real(*args, **kwargs)
 
+    def blocking_spy(*args: Any, **kwargs: Any) -> SendResult:
+        seen.append(args[5])
+        return real_blocking(*args, **kwargs)
+
     async with started(producer):
         monkeypatch.setattr(producer, "_send", spy)
+        monkeypatch.setattr(producer, "_send_blocking", blocking_spy)
         await asyncio.to_thread(producer.send_async(Message(TOPIC, b"a")).result, 5)
         await asyncio.to_thread(producer.send, Message(TOPIC, b"s"))
     assert seen == [1, 5]
@@ -157,3 +162,42 @@ async def test_a_broker_hears_of_the_producer_at_its_first_send(
         async with asyncio.timeout(2):
             while not broker.clients.producers.get("review-heartbeat"):
                 await asyncio.sleep(0.02)
+
+
+async def test_threads_sending_at_once_share_the_loop_and_a_lone_one_sends_itself(
+    cluster: tuple[NamesrvServer, BrokerController],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ns, broker = cluster
+    producer = Producer("review-producers", ns.address)
+    paths: list[str] = []
+    real, real_blocking = producer._send, producer._send_blocking
+
+    async def via_loop(*args: Any, **kwargs: Any) -> SendResult:
+        paths.append("loop")
+        return await real(*args, **kwargs)
+
+    def by_caller(*args: Any, **kwargs: Any) -> SendResult:
+        paths.append("caller")
+        return real_blocking(*args, **kwargs)
+
+    async with started(producer):
+        monkeypatch.setattr(producer, "_send", via_loop)
+        monkeypatch.setattr(producer, "_send_blocking", by_caller)
+        alone = await asyncio.to_thread(producer.send, Message(TOPIC, b"alone"))
+        assert paths == ["caller"]
+        go = threading.Barrier(8, timeout=5)
+
+        def sender(n: int) -> list[SendResult]:
+            go.wait()
+            return [producer.send(Message(TOPIC, b"t%d-%d" % (n, i))) for i in range(40)]
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            results = await asyncio.to_thread(
+                lambda: [r for f in [pool.submit(sender, n) for n in range(8)] for r in f.result()]
+            )
+    assert alone.status.name == "SEND_OK"
+    assert len(results) == 320 and {r.status.name for r in results} == {"SEND_OK"}
+    assert len({(r.queue, r.queue_offset) for r in results}) == 320  # each stored once, apart
+    assert "loop" in paths  # senders overlapped: they were pipelined through the loop
+    assert broker.store is not None and broker.store.wait_dispatched()

@@ -18,6 +18,7 @@ from broker_core.broker.controller import BrokerController
 from broker_core.broker.topics import TopicConfig
 from broker_core.client.config import ClientConfig
 from broker_core.client.consumer.pull import MessageModel, PullConsumer, PullStatus
+from broker_core.errors import ClientError
 from broker_core.messagequeue import MessageQueue
 from broker_core.namesrv.server import NamesrvServer
 from broker_core.store.message import COMPRESSED_FLAG, MessageExt, MessageInner
@@ -243,3 +244,46 @@ async def poll_until(c: PullConsumer, count: int) -> list[MessageExt]:
             got += await asyncio.to_thread(c.poll, 500)
     got += await asyncio.to_thread(c.poll, 300)
     return got
+
+
+async def test_lite_assign_seek_pause_and_resume(cluster: tuple[NamesrvServer, BrokerController]) -> None:
+    ns, broker = cluster
+    fill(broker, per_queue=6)
+    q0, q1 = MessageQueue(TOPIC, "broker-a", 0), MessageQueue(TOPIC, "broker-a", 1)
+    c = consumer(ns, poll_batch_size=100, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    c.assign([q0, q1])
+    with pytest.raises(ClientError, match="exclusive"):
+        c.subscribe(TOPIC, "*")
+    async with started(c):
+        assert await asyncio.to_thread(c.assignment) == [q0, q1]
+        got = await poll_until(c, 12)
+        assert sorted((m.queue_id, m.queue_offset) for m in got) == [(q, o) for q in (0, 1) for o in range(6)]
+
+        # Seek q0 back: its messages from offset 2 come again, q1's do not.
+        await asyncio.to_thread(c.seek, q0, 2)
+        again = await poll_until(c, 4)
+        assert sorted((m.queue_id, m.queue_offset) for m in again) == [(0, o) for o in range(2, 6)]
+        with pytest.raises(ClientError, match="outside its stored range"):
+            await asyncio.to_thread(c.seek, q0, 99)
+        with pytest.raises(ClientError, match="not assigned"):
+            await asyncio.to_thread(c.seek, MessageQueue(TOPIC, "broker-a", 3), 0)
+
+        # Paused: q1's new messages wait; q0's flow.  Resumed: q1's come.
+        await asyncio.to_thread(c.pause, [q1])
+        fill(broker, per_queue=1)  # one more message in every queue (offset 6)
+        paused = await poll_until(c, 1)
+        assert [(m.queue_id, m.queue_offset) for m in paused] == [(0, 6)]
+        await asyncio.to_thread(c.resume, [q1])
+        resumed = await poll_until(c, 1)
+        assert [(m.queue_id, m.queue_offset) for m in resumed] == [(1, 6)]
+
+        await asyncio.to_thread(c.seek_to_begin, q1)
+        assert {m.queue_offset for m in await poll_until(c, 7)} == set(range(7))
+        await asyncio.to_thread(c.seek_to_end, q0)
+        assert await asyncio.to_thread(c.poll, 300) == []
+        await asyncio.to_thread(c.commit)
+        assert await asyncio.to_thread(c.committed, q0) == 7
+        assert await asyncio.to_thread(c.committed, q1) == 7
+    # Queues never assigned were never pulled or committed.
+    assert broker.store is not None
+    assert broker.store.consumer_offsets.query_offsets(GROUP, TOPIC) == {0: 7, 1: 7}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import zlib
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from broker_core.broker.topics import TopicConfig
 from broker_core.client.config import ClientConfig
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
 from broker_core.namesrv.server import NamesrvServer
-from broker_core.store.message import MessageExt, MessageInner
+from broker_core.store.message import COMPRESSED_FLAG, MessageExt, MessageInner
 from broker_core.testing import run_broker, run_namesrv
 
 from .clusterhelpers import wait_until_routed
@@ -330,3 +331,30 @@ async def test_flow_control_stops_pulling_a_queue_that_holds_too_much(
     # Pulling stops once more than 10 are held; one pull (32) may be on its way then.
     assert 10 < most <= 10 + 32, most
     assert collector.bodies() == Counter(f"m-{i}".encode() for i in range(200))
+
+
+async def test_compressed_bodies_and_tag_filtering_in_big_listener_batches(
+    cluster: tuple[NamesrvServer, BrokerController],
+) -> None:
+    ns, broker = cluster
+    assert broker.store is not None
+    big = b"compressible " * 800  # over 4 KiB: stored zlib-compressed, as producers send it
+    for i in range(12):
+        body = zlib.compress(big + b"%d" % i) if i % 3 == 0 else f"m-{i}".encode()
+        tags = "TagA" if i % 2 == 0 else "TagB"
+        msg = MessageInner(TOPIC, i % 4, body, {"TAGS": tags, "UNIQ_KEY": f"U{i:031d}"})
+        if i % 3 == 0:
+            msg.sys_flag |= COMPRESSED_FLAG
+        assert broker.store.put_message(msg).ok
+    collector = Collector()
+    push = consumer(ns, collector, consume_message_batch_max_size=32)
+    push.subscribe(TOPIC, "TagA")
+    await asyncio.to_thread(push.start)
+    try:
+        await until(lambda: sum(collector.bodies().values()) >= 6)
+        await asyncio.sleep(0.3)  # nothing else may come
+    finally:
+        await asyncio.to_thread(push.shutdown)
+    expected = {(big + b"%d" % i) if i % 3 == 0 else f"m-{i}".encode() for i in range(0, 12, 2)}
+    assert collector.bodies() == Counter(expected)
+    assert all(not m.sys_flag & COMPRESSED_FLAG for m in collector.got)

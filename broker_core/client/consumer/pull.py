@@ -211,6 +211,7 @@ class _Assigned:
     chunks: deque[_Chunk] = field(default_factory=deque)
     buffered: int = 0
     task: asyncio.Task[None] | None = None
+    paused: bool = False
 
 
 class PullConsumer:
@@ -236,8 +237,11 @@ class PullConsumer:
     ) -> None:
         self.group = group
         self.config = config if config is not None else ClientConfig(namesrv_addr=namesrv_addr)
-        self.message_model = message_model
-        self.consume_from_where = consume_from_where
+        try:  # the enums, or their names as strings
+            self.message_model = MessageModel(message_model)
+            self.consume_from_where = ConsumeFromWhere(consume_from_where)
+        except ValueError as exc:
+            raise ClientError(str(exc)) from None
         # RocketMQ's default: half an hour ago.
         self.consume_timestamp_ms = consume_timestamp_ms
         self.allocate_strategy = allocate_strategy or AllocateMessageQueueAveragely()
@@ -251,6 +255,8 @@ class PullConsumer:
         self.offset_store: OffsetStore | None = None
         self._instance: ClientInstance | None = None
         self._subscriptions: dict[str, SubscriptionData] = {}
+        # assign(): queues chosen by the application, no rebalance (exclusive with subscribe).
+        self._manual: dict[MessageQueue, SubscriptionData] | None = None
         self._assigned: dict[MessageQueue, _Assigned] = {}
         self._suggested: dict[MessageQueue, int] = {}
         self._arrived: asyncio.Event | None = None
@@ -258,6 +264,7 @@ class PullConsumer:
         self._rebalance_lock: asyncio.Lock | None = None
         self._cursor = 0
         self._background: set[asyncio.Future[None]] = set()
+        self._stopping = False  # set by shutdown: no rebalance may start a pull after it
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -294,7 +301,7 @@ class PullConsumer:
             asyncio.create_task(self._every(self.config.persist_consumer_offset_interval, self._persist_all)),
             asyncio.create_task(self._every(self.rebalance_interval_ms, self._rebalance)),
         ]
-        if self._subscriptions:
+        if self._subscriptions or self._manual is not None:
             await self._rebalance()
 
     def shutdown(self) -> None:
@@ -308,7 +315,12 @@ class PullConsumer:
             instance.release()
 
     async def _stop(self, instance: ClientInstance) -> None:
-        tasks = self._timers + [a.task for a in self._assigned.values() if a.task is not None]
+        self._stopping = True
+        if self._rebalance_lock is not None:
+            async with self._rebalance_lock:  # a rebalance under way finishes first
+                pass
+        tasks = [*self._timers, *self._background]
+        tasks += [a.task for a in self._assigned.values() if a.task is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -443,6 +455,8 @@ class PullConsumer:
         problem = topic_problem(topic)
         if problem is not None:
             raise ClientError(problem)
+        if self._manual is not None:
+            raise ClientError("subscribe() and assign() are exclusive: this consumer has assigned queues")
         sub = SubscriptionData.of(topic, expression)
         if self._instance is None:
             self._subscriptions[topic] = sub
@@ -461,6 +475,53 @@ class PullConsumer:
         if self._instance is None:
             return []
         return self._run(self._assignment())
+
+    def assign(self, queues: list[MessageQueue], expression: str | None = SUB_ALL) -> None:
+        """Pull exactly ``queues`` for ``poll`` (RocketMQ's lite-pull ``assign``): no group
+        rebalance, each queue from its committed offset or ``consume_from_where``.  Calling
+        it again replaces the set; queues left out are committed and released.
+
+        Raises ClientError when the consumer subscribes to topics (the two are exclusive).
+        """
+        if self._subscriptions:
+            raise ClientError("subscribe() and assign() are exclusive: this consumer subscribes to topics")
+        for mq in queues:
+            problem = topic_problem(mq.topic)
+            if problem is not None:
+                raise ClientError(problem)
+        self._manual = {mq: SubscriptionData.of(mq.topic, expression) for mq in queues}
+        if self._instance is not None:
+            self._run(self._rebalance())
+
+    def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Make ``poll`` go on from ``offset`` of ``mq``: what was buffered is dropped, and the
+        offset is the group's new consumed offset (committed with the others).
+
+        Raises ClientError when ``mq`` is not assigned or ``offset`` is outside the queue's
+        stored range (min..max offset).
+        """
+        self._run(self._seek(mq, lambda lo, hi: offset))
+
+    def seek_to_begin(self, mq: MessageQueue) -> None:
+        """``seek`` to the oldest message still stored in ``mq``."""
+        self._run(self._seek(mq, lambda lo, hi: lo))
+
+    def seek_to_end(self, mq: MessageQueue) -> None:
+        """``seek`` past the newest message of ``mq``: only new messages are polled."""
+        self._run(self._seek(mq, lambda lo, hi: hi))
+
+    def pause(self, queues: list[MessageQueue]) -> None:
+        """Stop pulling ``queues`` and returning their messages from ``poll`` until ``resume``;
+        their buffered messages and offsets are kept."""
+        self._run(self._set_paused(queues, True))
+
+    def resume(self, queues: list[MessageQueue]) -> None:
+        """Pull and poll ``queues`` again after ``pause``."""
+        self._run(self._set_paused(queues, False))
+
+    def committed(self, mq: MessageQueue) -> int:
+        """The group's consumed offset of ``mq`` as the broker (or offset file) has it; -1 if none."""
+        return self.fetch_offset(mq, from_store=True)
 
     def rebalance(self) -> list[MessageQueue]:
         """Re-allocate the subscribed topics' queues now; the new assignment."""
@@ -593,6 +654,8 @@ class PullConsumer:
         assert self._rebalance_lock is not None
         async with self._rebalance_lock:
             wanted: set[MessageQueue] = set()
+            if self._manual is not None:  # assign(): the application's queues, as they are
+                wanted = set(self._manual)
             for topic in list(self._subscriptions):
                 try:
                     wanted |= set(await self._allocate(topic))
@@ -602,7 +665,7 @@ class PullConsumer:
             for mq in [mq for mq in self._assigned if mq not in wanted]:
                 await self._release(mq)
             for mq in sorted(wanted - set(self._assigned)):
-                sub = self._subscriptions.get(mq.topic)
+                sub = self._manual.get(mq) if self._manual is not None else self._subscriptions.get(mq.topic)
                 if sub is None:
                     continue
                 try:
@@ -610,6 +673,8 @@ class PullConsumer:
                 except (ClientError, RemotingError) as exc:
                     log.warning("no start offset for %s of %s yet: %s", mq, self.group, exc)
                     continue
+                if self._stopping:
+                    return
                 assigned = _Assigned(sub, offset)
                 self._assigned[mq] = assigned
                 assigned.task = asyncio.create_task(self._pull_loop(mq, assigned))
@@ -669,7 +734,7 @@ class PullConsumer:
         """Keep ``mq``'s buffer filled with long polls until the queue is released."""
         assert self._arrived is not None
         while True:
-            if assigned.buffered >= self.pull_threshold_for_queue:
+            if assigned.buffered >= self.pull_threshold_for_queue or assigned.paused:
                 await asyncio.sleep(PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL / 1000)
                 continue
             suspend_ms = self.broker_suspend_max_time_ms
@@ -701,9 +766,40 @@ class PullConsumer:
             assigned.buffered += len(result.messages)
             self._arrived.set()
 
+    async def _seek(self, mq: MessageQueue, choose: Any) -> None:
+        assigned = self._assigned.get(mq)
+        if assigned is None:
+            raise ClientError(f"{mq} is not assigned to this consumer: seek needs an assigned queue")
+        low = await self._offset_query(RequestCode.GET_MIN_OFFSET, mq)
+        high = await self._offset_query(RequestCode.GET_MAX_OFFSET, mq)
+        offset = int(choose(low, high))
+        if not low <= offset <= high:
+            raise ClientError(f"offset {offset} of {mq} is outside its stored range {low}..{high}")
+        if assigned.task is not None:
+            assigned.task.cancel()
+            await asyncio.gather(assigned.task, return_exceptions=True)
+        assigned.chunks.clear()
+        assigned.buffered = 0
+        assigned.pull_offset = offset
+        assert self.offset_store is not None
+        self.offset_store.update(mq, offset, False)
+        if self._assigned.get(mq) is assigned and not self._stopping:
+            assigned.task = asyncio.create_task(self._pull_loop(mq, assigned))
+        log.info("consumer group %s: %s seeks to offset %d", self.group, mq, offset)
+
+    async def _set_paused(self, queues: list[MessageQueue], paused: bool) -> None:
+        for mq in queues:
+            assigned = self._assigned.get(mq)
+            if assigned is not None:
+                assigned.paused = paused
+        if not paused and self._arrived is not None:
+            self._arrived.set()  # a poll waiting may take what the queue still buffers
+
     async def _poll(self, timeout_s: float) -> list[MessageExt]:
-        if not self._subscriptions:
-            raise ClientError(f"consumer group {self.group!r} subscribes to nothing: subscribe() first")
+        if not self._subscriptions and self._manual is None:
+            raise ClientError(
+                f"consumer group {self.group!r} has nothing to poll: subscribe() or assign() first"
+            )
         assert self._arrived is not None
         deadline = time.monotonic() + timeout_s
         while True:
@@ -725,6 +821,8 @@ class PullConsumer:
         start = self._cursor % len(queues)
         for mq in queues[start:] + queues[:start]:
             assigned = self._assigned[mq]
+            if assigned.paused:
+                continue
             while assigned.chunks and len(taken) < limit:
                 chunk = assigned.chunks[0]
                 while chunk.messages and len(taken) < limit:

@@ -28,7 +28,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,13 +43,20 @@ from broker_core.client.consumer.offsetstore import (
 )
 from broker_core.client.consumer.pull import SubscriptionData
 from broker_core.client.consumer.rebalance import AllocateMessageQueueAveragely, sort_for_allocate
+from broker_core.client.consumer.workers import ConsumeWorkers
 from broker_core.client.instance import ClientInstance
 from broker_core.errors import BrokerRefusedError, ClientError, NoRouteError
 from broker_core.messagequeue import MessageQueue
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.errors import RemotingError
-from broker_core.store.message import PROPERTY_RETRY_TOPIC, MessageExt, RecordFormatError, iter_records
+from broker_core.store.message import (
+    COMPRESSED_FLAG,
+    PROPERTY_RETRY_TOPIC,
+    MessageExt,
+    RecordFormatError,
+    iter_records,
+)
 from broker_core.tags import parse_tags
 from broker_core.topics import RETRY_GROUP_TOPIC_PREFIX, group_problem, retry_topic
 
@@ -97,20 +103,24 @@ class ProcessQueue:
 
     def put(self, msgs: Sequence[MessageExt]) -> None:
         with self.lock:
-            for msg in msgs:
-                if msg.queue_offset not in self.messages:
-                    self.messages[msg.queue_offset] = msg
-                    self.size += len(msg.body)
+            held = self.messages
+            new = {m.queue_offset: m for m in msgs if m.queue_offset not in held}
+            held.update(new)
+            self.size += sum([len(m.body) for m in new.values()])
 
     def remove(self, msgs: Sequence[MessageExt]) -> int:
         """Forget consumed ``msgs``; the offset that may now be committed (RocketMQ's rule:
         the oldest message still held, or past the newest pulled when none is)."""
         with self.lock:
-            for msg in msgs:
-                if self.messages.pop(msg.queue_offset, None) is not None:
-                    self.size -= len(msg.body)
+            pop = self.messages.pop
+            self.size -= sum([len(m.body) for m in msgs if pop(m.queue_offset, None) is not None])
             # Pulled in offset order and dicts keep insertion order: the first key is the oldest.
             return next(iter(self.messages)) if self.messages else self.next_offset
+
+    def drop(self) -> None:
+        """No longer ours (rebalanced away, reset, shut down): nothing more is committed for it."""
+        with self.lock:
+            self.dropped = True
 
     @property
     def count(self) -> int:
@@ -130,6 +140,7 @@ class PushConsumer:
         consume_from_where: str = "CONSUME_FROM_LAST_OFFSET",
         consume_timestamp_ms: int | None = None,
         allocate_strategy: Any = None,
+        consume_thread_min: int = 20,
         consume_thread_max: int = 20,
         consume_message_batch_max_size: int = 1,
         pull_batch_size: int = 32,
@@ -150,6 +161,7 @@ class PushConsumer:
         self.consume_timestamp_ms = consume_timestamp_ms
         self.allocate_strategy = allocate_strategy or AllocateMessageQueueAveragely()
         self.consume_thread_max = consume_thread_max
+        self.consume_thread_min = min(consume_thread_min, consume_thread_max)
         self.batch_size = consume_message_batch_max_size
         self.pull_batch_size = pull_batch_size
         self.pull_threshold_for_queue = pull_threshold_for_queue
@@ -165,7 +177,7 @@ class PushConsumer:
         self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
         self._instance: ClientInstance | None = None
         self._store: OffsetStore | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: ConsumeWorkers | None = None
         self._timers: list[asyncio.Task[None]] = []
         self._rebalance_lock: asyncio.Lock | None = None
         self._stopping = False  # set at shutdown: no rebalance may start a pull after it
@@ -217,7 +229,7 @@ class PushConsumer:
         if self.listener is None or not self.subscriptions:
             raise ClientError("subscribe to a topic and register a listener before start()")
         instance = ClientInstance.acquire(self.config)
-        self._pool = ThreadPoolExecutor(self.consume_thread_max, thread_name_prefix=f"consume-{self.group}")
+        self._pool = ConsumeWorkers(self.consume_thread_min, self.consume_thread_max, f"consume-{self.group}")
         try:
             instance.submit(self._start(instance)).result()
         except BaseException:
@@ -274,7 +286,7 @@ class PushConsumer:
         for task in self._timers:
             task.cancel()
         for pq in self.process_queues.values():
-            pq.dropped = True
+            pq.drop()
         tasks = [*self._timers, *self._pull_tasks.values()]
         for task in tasks:
             task.cancel()
@@ -327,7 +339,7 @@ class PushConsumer:
                 pq = self.process_queues.pop(mq, None)
                 if pq is None:
                     continue
-                pq.dropped = True  # what it still holds is not committed over the new offset
+                pq.drop()  # what it still holds is not committed over the new offset
                 task = self._pull_tasks.pop(mq, None)
                 if task is not None:
                     task.cancel()
@@ -385,7 +397,7 @@ class PushConsumer:
 
     async def _drop(self, mq: MessageQueue) -> None:
         pq = self.process_queues.pop(mq)
-        pq.dropped = True
+        pq.drop()
         task = self._pull_tasks.pop(mq, None)
         if task is not None:
             task.cancel()
@@ -471,15 +483,17 @@ class PushConsumer:
         except RecordFormatError as exc:
             raise ClientError(f"malformed records from the broker: {exc}") from exc
         wanted = parse_tags(expression)
-        msgs = []
-        for msg in records:
-            if wanted is not None and (msg.tags or "") not in wanted:
-                continue  # the broker filtered by hash; tags with equal hashes end here
-            msg.body = msg.uncompressed_body()
-            original = msg.properties.get(PROPERTY_RETRY_TOPIC)
-            if original and msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                msg.topic = original  # the application sees the topic it subscribed to
-            msgs.append(msg)
+        # The broker filtered by tag hash; tags with equal hashes end here.
+        msgs = records if wanted is None else [m for m in records if (m.tags or "") in wanted]
+        for msg in msgs:
+            if msg.sys_flag & COMPRESSED_FLAG:
+                msg.body = msg.uncompressed_body()
+                msg.sys_flag &= ~COMPRESSED_FLAG
+        if pq.mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            for msg in msgs:
+                original = msg.properties.get(PROPERTY_RETRY_TOPIC)
+                if original:
+                    msg.topic = original  # the application sees the topic it subscribed to
         pq.next_offset = next_offset
         if not msgs:
             self._consumed(pq, [])
@@ -496,7 +510,8 @@ class PushConsumer:
     # -- consuming -------------------------------------------------------------------------------
 
     def _consume(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
-        """On a pool thread: run the listener, then settle the batch on the loop."""
+        """On a pool thread: run the listener; a consumed batch is settled here, a refused
+        one goes to the loop to be sent back."""
         if pq.dropped:
             return
         assert self.listener is not None
@@ -505,11 +520,12 @@ class PushConsumer:
         except Exception:
             log.exception("consumer %s: listener failed; the messages will be redelivered", self.group)
             status = ConsumeStatus.RECONSUME_LATER
-        if status is None:
-            status = ConsumeStatus.RECONSUME_LATER
+        if status is ConsumeStatus.CONSUME_SUCCESS:
+            self._consumed(pq, batch)
+            return
         instance = self._instance
         if instance is not None:
-            instance.call_soon(self._settle, pq, batch, status)
+            instance.call_soon(self._settle, pq, batch, ConsumeStatus.RECONSUME_LATER)
 
     def _settle(self, pq: ProcessQueue, batch: list[MessageExt], status: ConsumeStatus) -> None:
         if status is ConsumeStatus.RECONSUME_LATER and self.clustering and not pq.dropped:
@@ -638,6 +654,11 @@ class PushConsumer:
         return locked
 
     def _consumed(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
+        """Forget ``batch`` and move the queue's offset (from a pool thread or the loop)."""
         offset = pq.remove(batch)
-        if not pq.dropped and self._store is not None:
-            self._store.update(pq.mq, offset, increase_only=True)
+        store = self._store
+        if store is None:
+            return
+        with pq.lock:  # a queue dropped meanwhile keeps the offset its drop committed
+            if not pq.dropped:
+                store.update(pq.mq, offset, increase_only=True)

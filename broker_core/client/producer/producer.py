@@ -20,6 +20,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import logging
+import threading
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -29,19 +30,13 @@ from broker_core.client.config import ClientConfig
 from broker_core.client.instance import ClientInstance, refused
 from broker_core.client.message import Message, SendResult, SendStatus
 from broker_core.client.msgid import UniqueIdGenerator
+from broker_core.client.producer.attempts import ATTEMPT_ERRORS, Selector, SendAttempts
 from broker_core.client.producer.faulttolerance import FaultStrategy
 from broker_core.client.producer.queues import TopicPublishInfo
-from broker_core.errors import (
-    BrokerRefusedError,
-    ClientError,
-    MessageTooLargeError,
-    NoRouteError,
-    SendTimeoutError,
-)
+from broker_core.errors import ClientError, MessageTooLargeError, NoRouteError
 from broker_core.messagequeue import MessageQueue
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
-from broker_core.remoting.errors import RemotingError, RemotingTimeoutError
 from broker_core.store.hashcode import java_hash_code
 from broker_core.store.message import (
     COMPRESSED_FLAG,
@@ -55,21 +50,8 @@ from broker_core.topics import AUTO_CREATE_TOPIC_KEY_TOPIC, group_problem, topic
 
 log = logging.getLogger(__name__)
 
-Selector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
 SendCallback = Callable[[SendResult | None, BaseException | None], None]
 
-# Broker answers after which another broker may do better (RocketMQ retries these).
-RETRY_CODES = frozenset(
-    {
-        ResponseCode.TOPIC_NOT_EXIST,
-        ResponseCode.SERVICE_NOT_AVAILABLE,
-        ResponseCode.SYSTEM_ERROR,
-        ResponseCode.SYSTEM_BUSY,
-        ResponseCode.NO_PERMISSION,
-        ResponseCode.NO_BUYER_ID,
-        ResponseCode.NOT_IN_CURRENT_UNIT,
-    }
-)
 _STATUS = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
@@ -113,6 +95,9 @@ class Producer:
         self.default_topic_queue_nums = default_topic_queue_nums
         self.fault_strategy = FaultStrategy(send_latency_fault_enable=send_latency_fault_enable)
         self._ids = UniqueIdGenerator(self.config.client_ip)
+        # Synchronous sends under way, to choose how the next one goes (``_send_sync``).
+        self._sync_sends = 0
+        self._sync_lock = threading.Lock()
         self._publish: dict[str, TopicPublishInfo] = {}
         self._instance: ClientInstance | None = None
 
@@ -169,16 +154,17 @@ class Producer:
         arg: Any = None,
         timeout_ms: int | None = None,
     ) -> SendResult:
-        """Send and wait for the broker's answer (retried on another broker when it fails)."""
-        return self.instance.call(
-            self._send(
-                msg,
-                queue,
-                selector,
-                arg,
-                timeout_ms or self.send_msg_timeout_ms,
-                self.retry_times_when_send_failed,
-            )
+        """Send and wait for the broker's answer (retried on another broker when it fails).
+
+        Not on the client's loop thread (ClientError: it would deadlock).
+        """
+        return self._send_sync(
+            msg,
+            queue,
+            selector,
+            arg,
+            timeout_ms or self.send_msg_timeout_ms,
+            self.retry_times_when_send_failed,
         )
 
     def send_async(
@@ -221,8 +207,59 @@ class Producer:
         return self.send(msg, selector=hash_selector, arg=sharding_key, timeout_ms=timeout_ms)
 
     def send_batch(self, msgs: Sequence[Message], *, queue: MessageQueue | None = None) -> SendResult:
-        """Send messages of one topic as one request; they land in one queue, in order."""
-        return self.instance.call(self._send_batch(list(msgs), queue))
+        """Send messages of one topic as one request; they land in one queue, in order.
+
+        Retried as a single send is (Java's send(Collection) goes through sendDefaultImpl).
+        """
+        batch = list(msgs)
+        container, body = self._batch(batch)
+        result = self._send_sync(
+            container,
+            queue,
+            None,
+            None,
+            self.send_msg_timeout_ms,
+            self.retry_times_when_send_failed,
+            prepared=(body, {}, 0),
+            batch=True,
+        )
+        return _batch_result(result, batch)
+
+    def send_batch_async(
+        self,
+        msgs: Sequence[Message],
+        callback: SendCallback | None = None,
+        *,
+        queue: MessageQueue | None = None,
+    ) -> concurrent.futures.Future[SendResult]:
+        """``send_batch`` without waiting (Java's ``send(Collection, SendCallback)``): a future
+        of the result; ``callback(result, error)`` as for ``send_async``.  Several batches in
+        flight are pipelined on the broker's connection.
+
+        Checked and encoded before returning: a bad batch raises here, not in the future.
+        """
+        batch = list(msgs)
+        container, body = self._batch(batch)
+        instance = self.instance
+        future = instance.submit(self._send_batch_async(batch, container, body, queue))
+        if callback is not None:
+            future.add_done_callback(lambda f: instance.run_callback(_run_callback, callback, f))
+        return future
+
+    async def _send_batch_async(
+        self, batch: list[Message], container: Message, body: bytes, queue: MessageQueue | None
+    ) -> SendResult:
+        result = await self._send(
+            container,
+            queue,
+            None,
+            None,
+            self.send_msg_timeout_ms,
+            self.retry_times_when_send_async_failed,
+            prepared=(body, {}, 0),
+            batch=True,
+        )
+        return _batch_result(result, batch)
 
     def queues_of(self, topic: str) -> list[MessageQueue]:
         """The queues a message of ``topic`` may be sent to (for a custom selector)."""
@@ -254,9 +291,8 @@ class Producer:
 
     async def _publish_info(self, topic: str) -> TopicPublishInfo:
         """Where ``topic`` may be sent: its route, or (to auto-create it) the default topic's."""
-        info = self._publish.get(topic)
-        route = self.instance.routes.get(topic)
-        if info is not None and route is not None and info.route is route:
+        info = self._cached_publish_info(topic)
+        if info is not None:
             return info
         try:
             route = await self.instance.route(topic)
@@ -278,6 +314,13 @@ class Producer:
         self._publish[topic] = info
         return info
 
+    def _cached_publish_info(self, topic: str) -> TopicPublishInfo | None:
+        """``_publish_info`` without a lookup: the info of ``topic``'s current cached route."""
+        info = self._publish.get(topic)
+        if info is not None and info.route is self.instance.routes.get(topic):
+            return info
+        return None
+
     async def _send(
         self,
         msg: Message,
@@ -290,75 +333,105 @@ class Producer:
         prepared: tuple[bytes, dict[str, str], int] | None = None,
         batch: bool = False,
     ) -> SendResult:
-        """One send with RocketMQ's retry rules, all attempts within ``timeout_ms``.
-
-        Retried on another broker: transport failures (connect, timeout, connection lost),
-        a broker missing from the refreshed route, and the broker answers in RETRY_CODES;
-        any other broker answer is raised at once.  After the last attempt the error says
-        why: SendTimeoutError when time ran out or the last attempt timed out,
-        BrokerRefusedError (with the last code) when brokers refused, else ClientError.
-        """
+        """One send through the loop, with RocketMQ's retry rules (``SendAttempts``)."""
         body, props, sys_flag = prepared if prepared is not None else self._prepare(msg)
-        deadline = time.monotonic() + timeout_ms / 1000
+        begun = time.monotonic()
         info = await self._publish_info(msg.topic)
-        if queue is not None or selector is not None:
-            retries = 0  # a chosen queue is that queue or nothing, as in RocketMQ
-        last_broker: str | None = None
-        problems: list[str] = []
-        last_error: Exception | None = None
-        call_timeout = False
-        for attempt in range(1 + retries):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                call_timeout = True
-                break
-            if queue is not None:
-                target = queue
-            elif selector is not None:
-                target = selector(info.message_queues, msg, arg)
-            else:
-                target = self.fault_strategy.select_one_message_queue(info, last_broker)
-            started = time.monotonic()
+        attempts = SendAttempts(
+            msg, info, self.fault_strategy, queue=queue, selector=selector, arg=arg,
+            timeout_ms=timeout_ms, retries=retries, begun=begun,
+        )  # fmt: skip
+        while (target := attempts.next_target()) is not None:
             try:
-                return await self._send_kernel(target, msg, body, props, sys_flag, left, batch=batch)
-            except (RemotingError, BrokerRefusedError, NoRouteError) as exc:
-                elapsed_ms = int((time.monotonic() - started) * 1000)
-                # A broker gone from the route (Java's MQClientException) is not isolated.
-                isolate = not isinstance(exc, NoRouteError)
-                self.fault_strategy.update_fault_item(target.broker_name, elapsed_ms, isolate)
-                if isinstance(exc, BrokerRefusedError) and exc.code not in RETRY_CODES:
-                    raise
-                problems.append(f"{target}: {exc}")
-                last_error = exc
-                last_broker = target.broker_name
-                log.info("send of %s to %s failed (attempt %d): %s", msg.unique_id, target, attempt + 1, exc)
-        detail = ": " + "; ".join(problems) if problems else ""
-        if call_timeout or isinstance(last_error, RemotingTimeoutError):
-            raise SendTimeoutError(f"send to {msg.topic!r} not answered within {timeout_ms} ms{detail}")
-        if isinstance(last_error, BrokerRefusedError):
-            raise BrokerRefusedError(
-                f"send to {msg.topic!r} refused {len(problems)} time(s){detail}",
-                code=last_error.code,
-                remark=last_error.remark,
-                addr=last_error.addr,
-            )
-        raise ClientError(f"send to {msg.topic!r} failed {len(problems)} time(s){detail}")
+                addr = await self._master(target.broker_name, msg.topic)
+                request = self._request(target, body, props, sys_flag, msg.flag, batch=batch)
+                response = await self.instance.invoke(addr, request, attempts.left_s)
+                return self._result(target, props, addr, response, attempts.started, batch=batch)
+            except ATTEMPT_ERRORS as exc:
+                attempts.failed(target, exc)
+        raise attempts.error()
 
-    async def _send_kernel(
+    def _send_sync(
         self,
-        queue: MessageQueue,
         msg: Message,
-        body: bytes,
-        props: dict[str, str],
-        sys_flag: int,
-        timeout_s: float,
+        queue: MessageQueue | None,
+        selector: Selector | None,
+        arg: Any,
+        timeout_ms: int,
+        retries: int,
         *,
+        prepared: tuple[bytes, dict[str, str], int] | None = None,
         batch: bool = False,
     ) -> SendResult:
-        addr = await self._master(queue.broker_name, msg.topic)
-        request = self._request(queue, body, props, sys_flag, msg.flag, batch=batch)
-        started = time.monotonic()
-        response = await self.instance.invoke(addr, request, timeout_s)
+        """A synchronous send, the way that is quicker for it.
+
+        A thread sending alone does the I/O itself (``_send_blocking``): no thread hand-off.
+        Threads sending at the same time go through the loop (``_send``), which pipelines
+        their requests on one connection; each doing its own socket I/O, they would mostly
+        wait for one another's GIL hand-offs (16 threads sent no faster than one that way).
+        """
+        self.instance.check_may_block()
+        with self._sync_lock:
+            self._sync_sends += 1
+            alone = self._sync_sends == 1
+        try:
+            if alone:
+                return self._send_blocking(
+                    msg, queue, selector, arg, timeout_ms, retries, prepared=prepared, batch=batch
+                )
+            return self.instance.call(
+                self._send(msg, queue, selector, arg, timeout_ms, retries, prepared=prepared, batch=batch)
+            )
+        finally:
+            with self._sync_lock:
+                self._sync_sends -= 1
+
+    def _send_blocking(
+        self,
+        msg: Message,
+        queue: MessageQueue | None,
+        selector: Selector | None,
+        arg: Any,
+        timeout_ms: int,
+        retries: int,
+        *,
+        prepared: tuple[bytes, dict[str, str], int] | None = None,
+        batch: bool = False,
+    ) -> SendResult:
+        """``_send`` done by the calling thread: the request and its answer go over the
+        thread's own socket, and the loop is asked only for a route it does not have."""
+        instance = self.instance
+        body, props, sys_flag = prepared if prepared is not None else self._prepare(msg)
+        begun = time.monotonic()
+        info = self._cached_publish_info(msg.topic) or instance.call(self._publish_info(msg.topic))
+        attempts = SendAttempts(
+            msg, info, self.fault_strategy, queue=queue, selector=selector, arg=arg,
+            timeout_ms=timeout_ms, retries=retries, begun=begun,
+        )  # fmt: skip
+        while (target := attempts.next_target()) is not None:
+            try:
+                addr = instance.master_addr(target.broker_name) or instance.call(
+                    self._master(target.broker_name, msg.topic)
+                )
+                request = self._request(target, body, props, sys_flag, msg.flag, batch=batch)
+                response = instance.invoke_blocking(addr, request, attempts.left_s)
+                return self._result(target, props, addr, response, attempts.started, batch=batch)
+            except ATTEMPT_ERRORS as exc:
+                attempts.failed(target, exc)
+        raise attempts.error()
+
+    def _result(
+        self,
+        queue: MessageQueue,
+        props: dict[str, str],
+        addr: str,
+        response: RemotingCommand,
+        started: float,
+        *,
+        batch: bool,
+    ) -> SendResult:
+        """The broker's answer to a send as a SendResult (its latency reported to the fault
+        strategy); BrokerRefusedError when it is not a success."""
         self.fault_strategy.update_fault_item(
             queue.broker_name, int((time.monotonic() - started) * 1000), False
         )
@@ -419,42 +492,39 @@ class Producer:
             addr, self._request(target, body, props, sys_flag, msg.flag, batch=False)
         )
 
-    async def _send_batch(self, msgs: list[Message], queue: MessageQueue | None) -> SendResult:
+    def _batch(self, msgs: list[Message]) -> tuple[Message, bytes]:
+        """Check a batch and encode it: the container message and its body (MessageBatch)."""
         if not msgs:
             raise ClientError("a batch needs at least one message")
         topic = msgs[0].topic
-        items = []
+        problem = topic_problem(topic)
+        if problem is not None:
+            raise ClientError(problem)
         for msg in msgs:
             if msg.topic != topic:
                 raise ClientError(f"a batch goes to one topic: {msg.topic!r} is not {topic!r}")
             if msg.delay_level > 0:
                 raise ClientError("a batch cannot carry delayed messages")
-            if topic_problem(msg.topic) is not None or not msg.body:
-                raise ClientError(topic_problem(msg.topic) or "a message body is empty")
-            if msg.unique_id is None:
-                msg.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self._ids.next_id()
-            items.append((msg.body, msg.wire_properties(), msg.flag))
+            if not msg.body:
+                raise ClientError("a message body is empty")
+        unnamed = [m for m in msgs if PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in m.properties]
+        for msg, unique_id in zip(unnamed, self._ids.next_ids(len(unnamed)), strict=True):
+            msg.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = unique_id
+        items = [(m.body, m.wire_properties(), m.flag) for m in msgs]
         body = encode_batch(items)
         if len(body) > self.max_message_size:
             raise MessageTooLargeError(
                 f"the batch is {len(body)} bytes, over maxMessageSize {self.max_message_size}"
             )
-        container = Message(topic, body)
-        # Through the retrying path, as Java's send(Collection) goes through sendDefaultImpl.
-        result = await self._send(
-            container,
-            queue,
-            None,
-            None,
-            self.send_msg_timeout_ms,
-            self.retry_times_when_send_failed,
-            prepared=(body, {}, 0),
-            batch=True,
-        )
-        ids = ",".join(m.unique_id or "" for m in msgs)
-        return SendResult(
-            result.status, ids, result.offset_msg_id, result.queue, result.queue_offset, result.region_id
-        )
+        return Message(topic, body), body
+
+
+def _batch_result(result: SendResult, batch: list[Message]) -> SendResult:
+    """A batch's result names every message's client id (comma-separated), as Java's does."""
+    ids = ",".join(m.unique_id or "" for m in batch)
+    return SendResult(
+        result.status, ids, result.offset_msg_id, result.queue, result.queue_offset, result.region_id
+    )
 
 
 def _run_callback(callback: SendCallback, future: concurrent.futures.Future[SendResult]) -> None:

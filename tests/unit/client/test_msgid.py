@@ -54,3 +54,14 @@ def test_the_client_id_is_ip_at_instance_with_the_pid_for_the_default_name() -> 
         ClientConfig(access_key="ops")
     with pytest.raises(ConfigError):
         ClientConfig(request_timeout_ms=0)
+
+
+def test_ids_for_a_batch_are_the_ids_one_at_a_time_would_be() -> None:
+    at = ms("2026-11-23T10:00:00.250")
+    one_by_one = UniqueIdGenerator("10.1.2.3", pid=7)
+    batched = UniqueIdGenerator("10.1.2.3", pid=7)
+    batched._prefix = one_by_one._prefix  # the same random part, to compare whole ids
+    singles = [one_by_one.next_id(at) for _ in range(40)]
+    assert batched.next_ids(40, at) == singles
+    assert batched.next_id(at) == one_by_one.next_id(at)  # one counter for both ways
+    assert batched.next_ids(0, at) == []
