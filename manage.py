@@ -3,8 +3,9 @@
 
 The bootstrap below is stdlib-only and runs before Django is imported, so a fresh clone
 needs nothing but python3 >= 3.11: it creates ``.venv``, installs the project with its
-test extra whenever ``pyproject.toml`` (or a C source) changed since the last install, and re-executes
-this command with the venv's interpreter. Set ``QUIVER_NO_BOOTSTRAP=1`` to skip it.
+test and bench extras whenever ``pyproject.toml`` (or a C source, or the extras named here)
+changed since the last install, and re-executes this command with the venv's interpreter.
+Set ``QUIVER_NO_BOOTSTRAP=1`` to skip it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ VENV = REPO / ".venv"
 STAMP = VENV / ".quiver-install-stamp"
 # Set on the re-executed process so a venv that does not report itself as one cannot loop.
 BOOTSTRAPPED_ENV = "QUIVER_BOOTSTRAPPED"
+# The optional-dependency extras installed with the project (pytest's, bench/peers.py's).
+EXTRAS = "test,bench"
 
 
 def say(message: str) -> None:
@@ -40,11 +43,13 @@ def running_in_venv() -> bool:
 
 
 def pyproject_digest() -> str:
-    """Return the sha256 of pyproject.toml and the C sources it builds.
+    """Return the sha256 of pyproject.toml, the C sources it builds and the extras installed.
 
-    The install is current while the stamp holds it; a changed C file rebuilds it too.
+    The install is current while the stamp holds it; a changed C file rebuilds it too, and
+    a changed EXTRAS installs the new extras.
     """
     digest = hashlib.sha256((REPO / "pyproject.toml").read_bytes())
+    digest.update(EXTRAS.encode())
     for source in sorted(REPO.glob("broker_core/**/*.c")):
         digest.update(source.read_bytes())
     return digest.hexdigest()
@@ -70,8 +75,8 @@ def bootstrap() -> None:
     digest = pyproject_digest()
     installed = STAMP.read_text().strip() if STAMP.exists() else ""
     if installed != digest:
-        say("installing quiver[test] into .venv (pyproject.toml is new or changed; first time: 1-2 min)")
-        run_step([str(python), "-m", "pip", "install", "--quiet", "-e", ".[test]"])
+        say(f"installing quiver[{EXTRAS}] into .venv (pyproject.toml is new or changed; first time: 1-2 min)")
+        run_step([str(python), "-m", "pip", "install", "--quiet", "-e", f".[{EXTRAS}]"])
         STAMP.write_text(digest + "\n")
         say("install done")
     elif running_in_venv():

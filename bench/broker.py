@@ -46,7 +46,8 @@ is one JSON object of the figures.
 
 The same file is the child processes: ``--role loadgen SPEC`` (raw frames), ``--role
 echo`` (the echo server), ``--role official SPEC`` (the official client) and ``--role ours
-SPEC`` (our client).
+SPEC`` (our client).  Starting the servers and running children: bench/servers.py (shared
+with bench/peers.py).
 """
 
 from __future__ import annotations
@@ -56,13 +57,11 @@ import asyncio
 import gc
 import json
 import os
-import queue
 import shlex
 import shutil
 import signal
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -75,6 +74,17 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+
+from servers import (  # noqa: E402  (bench/servers.py, beside this file)
+    Server,
+    create_topic,
+    max_offsets,
+    percentile,
+    run_script,
+    settle,
+    start_cluster,
+    start_server,
+)
 
 from broker_core.remoting.codes import RequestCode, ResponseCode  # noqa: E402
 from broker_core.remoting.command import FrameDecoder, RemotingCommand, encode  # noqa: E402
@@ -218,13 +228,6 @@ def count_records(body: bytes) -> int:
         pos += total
         count += 1
     return count
-
-
-def percentile(sorted_values: list[float], fraction: float) -> float:
-    """The value at ``fraction`` of a sorted list (0 for an empty one)."""
-    if not sorted_values:
-        return 0.0
-    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * fraction))]
 
 
 # -- load generator (child process) -----------------------------------------------------
@@ -997,123 +1000,9 @@ def ours_main(spec: dict[str, Any]) -> None:
 # -- the parent: processes, phases, report ------------------------------------------------
 
 
-@dataclass
-class Server:
-    """A server child process and the address it printed."""
-
-    proc: subprocess.Popen[bytes]
-    addr: str
-    name: str
-
-    def stop(self, timeout: float = 15.0) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
-
-def start_server(cmd: list[str], name: str, log_path: Path, timeout: float = 30.0) -> Server:
-    """Start ``cmd``; wait (bounded) for its ``listening on HOST:PORT`` line."""
-    log = log_path.open("wb")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, cwd=log_path.parent)
-    lines: queue.Queue[bytes] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []], daemon=True).start()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            line = lines.get(timeout=0.2).decode(errors="replace").strip()
-        except queue.Empty:
-            if proc.poll() is not None:
-                break
-            continue
-        if line.startswith("listening on "):
-            return Server(proc, line.removeprefix("listening on ").strip(), name)
-    proc.kill()
-    raise SystemExit(f"{name} did not start: see {log_path}")
-
-
-def start_cluster(work: Path, broker_prefix: list[str]) -> tuple[Server, Server]:
-    """A nameserver and an ASYNC_FLUSH broker, each its own ``python -m broker_core`` process."""
-    (work / "namesrv.conf").write_text("listenPort = 0\n")
-    namesrv = start_server(
-        [sys.executable, "-m", "broker_core", "namesrv", "-c", str(work / "namesrv.conf")],
-        "nameserver",
-        work / "namesrv.log",
-    )
-    conf = {
-        "brokerClusterName": "BenchCluster",
-        "brokerName": "bench-broker",
-        "brokerId": "0",
-        "brokerIP1": "127.0.0.1",
-        "listenPort": "0",
-        "namesrvAddr": namesrv.addr,
-        "storePathRootDir": str(work / "store"),
-        "flushDiskType": "ASYNC_FLUSH",
-        "autoCreateTopicEnable": "false",
-        "aclEnable": "false",
-        "standaloneMaintenance": "false",
-    }
-    (work / "broker.conf").write_text("".join(f"{k} = {v}\n" for k, v in conf.items()))
-    broker = start_server(
-        [*broker_prefix, sys.executable, "-m", "broker_core", "broker", "-c", str(work / "broker.conf")],
-        "broker",
-        work / "broker.log",
-        timeout=60.0,
-    )
-    return namesrv, broker
-
-
-async def admin(addr: str, code: int, fields: dict[str, str]) -> RemotingCommand:
-    """One request over the protocol (topic creation, offset queries)."""
-    from broker_core.remoting.client import RemotingClient
-
-    client = RemotingClient()
-    try:
-        return await client.invoke(addr, RemotingCommand.request(code, fields), timeout=10.0)
-    finally:
-        await client.close()
-
-
-def create_topic(addr: str, topic: str) -> None:
-    """UPDATE_AND_CREATE_TOPIC (17) with ``QUEUES`` read and write queues."""
-    fields = {"topic": topic, "readQueueNums": str(QUEUES), "writeQueueNums": str(QUEUES), "perm": "6"}
-    response = asyncio.run(admin(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, fields))
-    if response.code != ResponseCode.SUCCESS:
-        raise SystemExit(f"cannot create {topic}: {response.remark}")
-
-
-def max_offsets(addr: str, topic: str) -> list[int]:
-    """GET_MAX_OFFSET (30) of every queue of ``topic``."""
-
-    async def query() -> list[int]:
-        out = []
-        for q in range(QUEUES):
-            r = await admin(addr, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(q)})
-            out.append(int(r.ext_fields.get("offset", "0")))
-        return out
-
-    return asyncio.run(query())
-
-
 def run_child(args: list[str], timeout: float, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run this file as a child with a hard timeout; return its last JSON line."""
-    try:
-        done = subprocess.run(
-            [sys.executable, str(Path(__file__).resolve()), *args],
-            capture_output=True,
-            timeout=timeout,
-            env=env,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return {"failed": f"timed out after {timeout:.0f} s"}
-    lines = [line for line in done.stdout.decode(errors="replace").splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        return {"failed": f"exit {done.returncode}: {done.stderr.decode(errors='replace')[-800:]}"}
-    return json.loads(lines[-1])
+    """Run this file as a child (``--role ...``) with a hard timeout; return its last JSON line."""
+    return run_script(Path(__file__).resolve(), args, timeout, env)
 
 
 def loadgen(spec: dict[str, Any]) -> dict[str, Any]:
@@ -1388,8 +1277,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             [sys.executable, str(Path(__file__).resolve()), "--role", "echo"], "echo", work / "echo.log"
         )
         servers.append(echo)
-        create_topic(broker.addr, TOPIC)
-        create_topic(broker.addr, E2E_TOPIC)
+        create_topic(broker.addr, TOPIC, QUEUES)
+        create_topic(broker.addr, E2E_TOPIC, QUEUES)
         print(f"broker {broker.addr}, nameserver {namesrv.addr}, echo {echo.addr}; work dir {work}")
         run_phases(phases, s, namesrv, broker, echo, work, result)
     finally:
@@ -1454,55 +1343,17 @@ def run_phases(
         figures["e2e"] = e2e(broker.addr, s)
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of ``pid`` and its children (a profiler may wrap the broker)."""
-    total = 0.0
-    pids = [pid]
-    for children in Path(f"/proc/{pid}/task").glob("*/children"):
-        pids += [int(child) for child in children.read_text().split()]
-    for each in pids:
-        try:
-            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
-
-
-def settle(server: Server, timeout: float = 30.0, busy: float = 0.1) -> float:
-    """Wait (bounded) until the broker uses under ``busy`` of a core; return the seconds waited.
-
-    After start-up and between phases the broker has work of its own: warming its next
-    commit-log segment (seconds of kernel time per GiB on this VM), dispatching, flushing.
-    Starting the next load only once that is done makes the phases comparable from run to
-    run, as bench/store.py's warm-up does for the store.
-    """
-    if not Path(f"/proc/{server.proc.pid}/stat").exists():
-        time.sleep(2.0)
-        return 2.0
-    started = time.monotonic()
-    interval = 0.5
-    last = process_cpu_seconds(server.proc.pid)
-    while time.monotonic() - started < timeout:
-        time.sleep(interval)
-        now = process_cpu_seconds(server.proc.pid)
-        if now - last < busy * interval:
-            break
-        last = now
-    return time.monotonic() - started
-
-
 def preload(broker_addr: str, s: Settings) -> list[int]:
     """Queue ends of TOPIC once it holds ``catchup_max`` messages (ingest phases usually did it).
 
     Tops it up with 1-second runs of batches from the load generator, at most 10 of them.
     """
-    ends = max_offsets(broker_addr, TOPIC)
+    ends = max_offsets(broker_addr, TOPIC, QUEUES)
     for _ in range(10):
         if sum(ends) >= s.catchup_max:
             break
         loadgen({**ingest_spec(broker_addr, s, BATCH), "warmup_s": 0.0, "measure_s": 1.0})
-        ends = max_offsets(broker_addr, TOPIC)
+        ends = max_offsets(broker_addr, TOPIC, QUEUES)
     return ends
 
 
@@ -1546,7 +1397,7 @@ def e2e(broker_addr: str, s: Settings) -> dict[str, Any]:
         "rate": s.e2e_rate,
         "connections": 2,
         "suspend_ms": 5_000,
-        "starts": max_offsets(broker_addr, E2E_TOPIC),
+        "starts": max_offsets(broker_addr, E2E_TOPIC, QUEUES),
         "warmup_s": s.warmup_s,
         "measure_s": s.e2e_measure_s,
         "timeout_s": 15,
