@@ -171,3 +171,25 @@ async def test_batches_sent_asynchronously_are_pipelined_and_all_stored(
     for batch in batches:
         at = bodies.index(batch[0].body)
         assert bodies[at : at + 8] == [m.body for m in batch]
+
+
+async def test_a_topic_created_on_first_send_gets_only_the_queues_the_broker_makes(tmp_path: Path) -> None:
+    # TBW102 has 8 queues; the producer asks for 4 (defaultTopicQueueNums): the broker
+    # creates 4, so until the real route comes the producer must offer only queues 0-3
+    # (a send to queue 4 would be refused once the topic exists).
+    async with (
+        run_namesrv() as ns,
+        run_broker(tmp_path / "store", ns.address, auto_create_topic_enable=True) as broker,
+    ):
+        await wait_until_routed(ns, "TBW102")
+        async with started(Producer("auto-producers", ns.address, default_topic_queue_nums=4)) as producer:
+            assert producer._instance is not None
+            offered = await asyncio.to_thread(producer._instance.call, producer._publish_info("AutoCreated"))
+            results = [
+                await asyncio.to_thread(producer.send, Message("AutoCreated", f"m{i}".encode()))
+                for i in range(12)
+            ]
+        config = broker.topics.get("AutoCreated")
+    assert {q.queue_id for q in offered.message_queues} == {0, 1, 2, 3}
+    assert config is not None and config.write_queue_nums == 4
+    assert {r.queue.queue_id for r in results} == {0, 1, 2, 3}

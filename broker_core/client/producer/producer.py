@@ -303,8 +303,15 @@ class Producer:
                 raise NoRouteError(
                     f"no route for topic {topic!r}: create it, or enable autoCreateTopicEnable"
                 ) from None
-            # The brokers that may auto-create it, with the new topic's name on their queues.
-            route = dataclasses.replace(template, order_topic_conf=None)
+            # The brokers that may auto-create it, each with as many queues as it will create
+            # (defaultTopicQueueNums, at most its template's read queues), as RocketMQ's client
+            # sets them: a queue id past that count is refused once the topic exists.
+            clamped = tuple(
+                dataclasses.replace(q, read_queue_nums=n, write_queue_nums=n)
+                for q in template.queue_datas
+                for n in [min(self.default_topic_queue_nums, q.read_queue_nums)]
+            )
+            route = dataclasses.replace(template, queue_datas=clamped, order_topic_conf=None)
         try:
             info = TopicPublishInfo.from_route(route, topic=topic)
         except ValueError as exc:
