@@ -7,7 +7,10 @@ so no test mocks our own components.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +59,38 @@ async def run_broker(
         yield broker
     finally:
         await broker.close()
+
+
+@contextlib.contextmanager
+def cli_server(
+    command: str, conf: Path, env: dict[str, str] | None = None, *, log: Path | None = None
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """Run ``python -m broker_core <command> -c conf`` in a child process; yield it and the
+    address it printed (``listenPort = 0`` picks a free port).
+
+    Its stderr is a pipe for the caller to read, or the file ``log`` for a server that runs
+    long (a pipe nobody reads would fill and stall it).  The process is killed on the way
+    out if the caller left it running.
+    """
+    repo = Path(__file__).resolve().parent.parent
+    with contextlib.ExitStack() as stack:
+        stderr = stack.enter_context(log.open("a")) if log is not None else subprocess.PIPE
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "broker_core", command, "-c", str(conf)],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(repo), **(env or {})},
+        )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.startswith("listening on "):
+            proc.kill()
+            error = proc.stderr.read() if proc.stderr is not None else log.read_text() if log else ""
+            raise RuntimeError(f"{command} did not start: {line}{error}")
+        yield proc, line.split()[-1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -127,6 +127,13 @@ class BrokerStats:
                 if g == group and (topic is None or t == topic)
             )
 
+    def totals(self) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
+        """Messages put per topic and pulled per (group, topic) since the broker started."""
+        with self._lock:
+            puts = {topic: counter.total for topic, counter in self.topic_puts.items()}
+            gets = {key: counter.total for key, counter in self.group_gets.items()}
+        return puts, gets
+
     def roll_day(self) -> None:
         """On a new day, today's morning totals become yesterday's.
 

@@ -34,6 +34,7 @@ from broker_core.client.adminmodels import (
     ConsumeStats,
     GroupSummary,
     MaintenanceRun,
+    OffsetSnapshot,
     QueueProgress,
     QueueStat,
     TopicStats,
@@ -739,6 +740,12 @@ class AdminClient(MessageOperations):
         response = await self._invoke(broker_addr, RequestCode.QUIVER_GET_MAINTENANCE_STATUS)
         body = self._json(response, "maintenance status")
         return {str(job): MaintenanceRun.from_json(str(job), run) for job, run in sorted(body.items()) if run}
+
+    async def offset_snapshot(self, broker_addr: str) -> OffsetSnapshot:
+        """Every committed offset on the broker beside its queue's offsets, and the put/get
+        totals, in one call (what the platform's offset history records)."""
+        response = await self._invoke(broker_addr, RequestCode.QUIVER_GET_OFFSET_SNAPSHOT)
+        return OffsetSnapshot.from_json(self._json(response, "offset snapshot"))
 
 
 def _malformed_answers_are_admin_errors(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:

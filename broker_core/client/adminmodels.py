@@ -332,6 +332,67 @@ class MaintenanceRun:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class QueueOffsetRow:
+    """One group's position on one queue at a snapshot: what the offset history records.
+
+    ``store_timestamp`` is when the message at ``consumer_offset`` was stored (epoch ms),
+    0 when the group has consumed everything; lag in time is the snapshot time minus it.
+    """
+
+    group: str
+    topic: str
+    queue_id: int
+    consumer_offset: int
+    broker_offset: int
+    min_offset: int
+    store_timestamp: int
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.broker_offset - max(self.consumer_offset, self.min_offset))
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetSnapshot:
+    """One broker's offsets and traffic totals at one instant (QUIVER_GET_OFFSET_SNAPSHOT).
+
+    ``topic_puts`` and ``group_gets`` count from ``boot_timestamp``: a later snapshot with
+    another boot time started counting again.
+    """
+
+    broker_name: str
+    timestamp_ms: int
+    boot_timestamp: int
+    queues: tuple[QueueOffsetRow, ...]
+    topic_puts: Mapping[str, int]
+    group_gets: Mapping[tuple[str, str], int]
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> OffsetSnapshot:
+        rows = tuple(
+            QueueOffsetRow(
+                str(q["group"]),
+                str(q["topic"]),
+                int(q["queueId"]),
+                int(q["consumerOffset"]),
+                int(q["brokerOffset"]),
+                int(q.get("minOffset") or 0),
+                int(q.get("storeTimestamp") or 0),
+            )
+            for q in obj.get("queues") or []
+        )
+        gets = {(str(g["group"]), str(g["topic"])): int(g["total"]) for g in obj.get("groupGets") or []}
+        return cls(
+            str(obj.get("brokerName") or ""),
+            int(obj["timestampMs"]),
+            int(obj.get("bootTimestamp") or 0),
+            rows,
+            {str(t): int(n) for t, n in (obj.get("topicPuts") or {}).items()},
+            gets,
+        )
+
+
 def parse_properties_text(text: str) -> dict[str, str]:
     """``key=value`` lines (GET_BROKER_CONFIG's body) -> dict; blanks and ``#`` comments skipped."""
     props: dict[str, str] = {}

@@ -126,6 +126,9 @@ class RequestCode(IntEnum):
     # Quiver's own, far above RocketMQ's range: the maintenance jobs as broker operations.
     QUIVER_RUN_MAINTENANCE_JOB = 90001
     QUIVER_GET_MAINTENANCE_STATUS = 90002
+    # Every queue's consumer and broker offsets plus the traffic totals, in one answer: the
+    # platform's offset-history snapshot (one call per broker, however many groups).
+    QUIVER_GET_OFFSET_SNAPSHOT = 90003
 
 
 class ResponseCode(IntEnum):
