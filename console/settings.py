@@ -120,10 +120,42 @@ ALLOWED_HOSTS = [
     host.strip() for host in envstr("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if host.strip()
 ]
 
+_NAMESRV_PORT = envint("QUIVER_NAMESRV_PORT", 9876, minimum=1, maximum=65535)
+
 QUIVER = {
     "DATA_DIR": DATA_DIR,
     "CONSOLE_PORT": envint("QUIVER_CONSOLE_PORT", 8000, minimum=1, maximum=65535),
+    "NAMESRV_PORT": _NAMESRV_PORT,
+    "BROKER_PORT": envint("QUIVER_BROKER_PORT", 10911, minimum=1, maximum=65535),
+    # The nameservers of the cluster the platform manages when no cluster is configured
+    # in the console (the ``up`` command's own nameserver by default).
+    "NAMESRV_ADDR": envstr("QUIVER_NAMESRV_ADDR", f"127.0.0.1:{_NAMESRV_PORT}"),
+    # Offset history and traffic counters (the Spark reports' input), date-partitioned.
+    "HISTORY_DIR": Path(envstr("QUIVER_HISTORY_DIR", str(DATA_DIR / "history"))).expanduser(),
+    "HISTORY_RETENTION_DAYS": envint("QUIVER_HISTORY_RETENTION_DAYS", 30, minimum=1),
+    # How often the maintenance jobs run (Celery beat); see console/maintenance/jobs.py.
+    "OFFSET_PERSIST_SECONDS": envint("QUIVER_OFFSET_PERSIST_SECONDS", 5, minimum=1),
+    "EXPIRY_CHECK_SECONDS": envint("QUIVER_EXPIRY_CHECK_SECONDS", 60, minimum=1),
+    "DELAY_SCAN_MAX_SLEEP_MS": envint("QUIVER_DELAY_SCAN_MAX_SLEEP_MS", 100, minimum=5, maximum=1000),
+    # Seconds each broker call of a job may take before the broker is reported down.
+    "BROKER_TIMEOUT_SECONDS": envint("QUIVER_BROKER_TIMEOUT_SECONDS", 5, minimum=1),
+    # A broker the nameservers stop listing is still tried and reported down for this long.
+    "FORGET_BROKER_SECONDS": envint("QUIVER_FORGET_BROKER_SECONDS", 3600, minimum=0),
 }
+
+# Redis carries Celery's messages and results (and, from the console, Channels' events).
+REDIS_URL = envstr("REDIS_URL", "redis://127.0.0.1:6379/0")
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = REDIS_URL
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TIMEZONE = "UTC"
+# Maintenance jobs run on the default queue; long operations (bulk resends, reports) are
+# declared with queue="long" so they never hold the maintenance jobs up.  ``up`` starts a
+# worker on both queues.
+CELERY_TASK_DEFAULT_QUEUE = "maintenance"
 
 INSTALLED_APPS = [
     # daphne first: it replaces runserver with its ASGI server.
@@ -137,6 +169,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "channels",
     "console.core",
+    "console.maintenance",
     "nameserver",
 ]
 
@@ -201,4 +234,8 @@ CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}
 
 REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.BasicAuthentication",
+    ],
 }

@@ -1,4 +1,4 @@
-"""Route the console's URLs: the core pages, the health check and the admin site."""
+"""Route the console's URLs: the core pages, the health check, the maintenance jobs and the admin site."""
 
 from __future__ import annotations
 
@@ -7,5 +7,6 @@ from django.urls import include, path
 
 urlpatterns = [
     path("", include("console.core.urls")),
+    path("", include("console.maintenance.urls")),
     path("admin/", admin.site.urls),
 ]

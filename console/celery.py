@@ -1,0 +1,50 @@
+"""The platform's Celery app: Redis carries the tasks, beat drives the broker maintenance.
+
+Run a worker with ``celery -A console worker -Q maintenance,long`` and the schedule with
+``celery -A console beat`` (``manage.py up`` starts both).  Settings come from Django's
+``CELERY_*`` settings; the beat schedule below from ``settings.QUIVER``.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+
+app = Celery("quiver")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+
+@app.on_after_finalize.connect
+def _schedule(sender: Celery, **kwargs: object) -> None:
+    """The beat schedule: each entry fans out to every broker the nameservers know.
+
+    The delay scan's beat entry is only a safety net: each broker's scan reschedules
+    itself for its next due message (console/maintenance/services.py).
+    """
+    from django.conf import settings
+
+    quiver = settings.QUIVER
+    schedule = {
+        "delay-scan-safety-net": ("console.maintenance.tasks.delay_scan_all", timedelta(seconds=1)),
+        "offset-persistence": (
+            "console.maintenance.tasks.offset_persistence_all",
+            timedelta(seconds=quiver["OFFSET_PERSIST_SECONDS"]),
+        ),
+        "file-expiry-check": (
+            "console.maintenance.tasks.file_expiry_all",
+            timedelta(seconds=quiver["EXPIRY_CHECK_SECONDS"]),
+        ),
+        "history-retention": ("console.maintenance.tasks.prune_history", timedelta(hours=1)),
+    }
+    for name, (task, every) in schedule.items():
+        # Expire a beat message that waited longer than its period: the next one replaces it.
+        sender.conf.beat_schedule[name] = {
+            "task": task,
+            "schedule": every,
+            "options": {"expires": every.total_seconds()},
+        }

@@ -1,0 +1,1 @@
+"""The broker maintenance jobs as the platform runs them: Celery tasks, run records, history."""

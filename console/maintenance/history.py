@@ -1,0 +1,130 @@
+"""The offset history and traffic counters: date-partitioned JSON-lines files.
+
+The offset-persistence job appends one snapshot per broker every few seconds; the Spark
+lag and traffic reports and the console's charts read them.  Layout, under the history
+directory (``QUIVER_HISTORY_DIR``, ``<data dir>/history`` by default)::
+
+    offsets/date=YYYY-MM-DD/<broker>.jsonl    ts, cluster, broker, broker_addr, group, topic,
+                                              queue_id, consumer_offset, broker_offset,
+                                              min_offset, store_timestamp
+    counters/date=YYYY-MM-DD/<broker>.jsonl   ts, cluster, broker, broker_addr, boot_timestamp,
+                                              kind (put|get), topic, group, total
+
+``date=`` directories are what Spark's partition discovery reads as a column.  Times are
+epoch milliseconds, dates UTC.  Only the run holding a broker's overlap lock writes that
+broker's file, and each snapshot goes out in one ``write``, so lines never interleave; a
+crash can leave at most a torn last line, which readers skip as malformed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from broker_core.client.adminmodels import OffsetSnapshot
+
+OFFSETS = "offsets"
+COUNTERS = "counters"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def partition_date(ts_ms: int) -> str:
+    """The UTC date of ``ts_ms`` as the partition value (``2026-11-23``)."""
+    return dt.datetime.fromtimestamp(ts_ms / 1000, tz=dt.UTC).date().isoformat()
+
+
+def _file_name(broker_name: str, broker_addr: str) -> str:
+    return _UNSAFE.sub("_", f"{broker_name}@{broker_addr}") + ".jsonl"
+
+
+def snapshot_rows(
+    snapshot: OffsetSnapshot, cluster: str, broker_addr: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The offset rows and counter rows one snapshot contributes."""
+    base = {"ts": snapshot.timestamp_ms, "cluster": cluster, "broker": snapshot.broker_name}
+    base["broker_addr"] = broker_addr
+    offsets = [
+        {
+            **base,
+            "group": row.group,
+            "topic": row.topic,
+            "queue_id": row.queue_id,
+            "consumer_offset": row.consumer_offset,
+            "broker_offset": row.broker_offset,
+            "min_offset": row.min_offset,
+            "store_timestamp": row.store_timestamp,
+        }
+        for row in snapshot.queues
+    ]
+    counters = [
+        {
+            **base,
+            "boot_timestamp": snapshot.boot_timestamp,
+            "kind": "put",
+            "topic": topic,
+            "group": None,
+            "total": n,
+        }
+        for topic, n in snapshot.topic_puts.items()
+    ]
+    counters += [
+        {
+            **base,
+            "boot_timestamp": snapshot.boot_timestamp,
+            "kind": "get",
+            "topic": topic,
+            "group": group,
+            "total": n,
+        }
+        for (group, topic), n in snapshot.group_gets.items()
+    ]
+    return offsets, counters
+
+
+def _append(path: Path, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = b"".join(orjson.dumps(row) + b"\n" for row in rows)
+    with path.open("ab") as f:
+        f.write(data)
+
+
+def append_snapshot(
+    history_dir: Path, snapshot: OffsetSnapshot, cluster: str, broker_addr: str
+) -> tuple[int, int]:
+    """Append one broker's snapshot to the day's files; return (offset rows, counter rows)."""
+    offsets, counters = snapshot_rows(snapshot, cluster, broker_addr)
+    day = f"date={partition_date(snapshot.timestamp_ms)}"
+    name = _file_name(snapshot.broker_name, broker_addr)
+    _append(history_dir / OFFSETS / day / name, offsets)
+    _append(history_dir / COUNTERS / day / name, counters)
+    return len(offsets), len(counters)
+
+
+def prune(history_dir: Path, keep_days: int, today: dt.date | None = None) -> list[str]:
+    """Delete the partitions older than ``keep_days`` days (today counts as one); return them."""
+    today = today or dt.datetime.now(dt.UTC).date()
+    oldest_kept = today - dt.timedelta(days=keep_days - 1)
+    removed = []
+    for kind in (OFFSETS, COUNTERS):
+        base = history_dir / kind
+        if not base.is_dir():
+            continue
+        for part in sorted(base.iterdir()):
+            name = part.name
+            if not (part.is_dir() and name.startswith("date=")):
+                continue
+            try:
+                day = dt.date.fromisoformat(name.removeprefix("date="))
+            except ValueError:
+                continue  # not ours: leave it
+            if day < oldest_kept:
+                shutil.rmtree(part, ignore_errors=True)
+                removed.append(f"{kind}/{name}")
+    return removed

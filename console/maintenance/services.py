@@ -1,0 +1,319 @@
+"""Run the maintenance jobs on the brokers the nameservers know: locked, recorded, reported.
+
+Celery tasks (tasks.py) stay thin and call these.  Every job run on a broker:
+
+1. takes the job's overlap lock for that broker in Redis (``SET NX`` with expiry), so
+   two beats, a slow run or a manual run never run the same job on one broker twice at
+   once; a run that finds the lock taken is recorded as skipped;
+2. asks the broker to run the job (QUIVER_RUN_MAINTENANCE_JOB) through the admin client;
+3. records the outcome (runs.py): ok, failed (the broker refused or the job failed
+   there) or unreachable (the broker did not answer: reported now, retried next period).
+
+The delay scan runs as one self-rescheduling chain per broker: each pass asks for the due
+messages, learns from the broker when the next one falls due, and schedules the next
+pass for then (at most ``DELAY_SCAN_MAX_SLEEP_MS`` later, so new delayed messages, which
+are due a whole delay level after they arrive, are always seen in time).  A token in
+Redis names the live chain; beat's one-second safety net starts a chain for any broker
+without one, and a chain that loses its token (a newer chain took over) stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from django.conf import settings
+from redis.exceptions import LockError
+
+from broker_core.broker.maintenance import DELAY_SCAN, FILE_EXPIRY, OFFSET_PERSISTENCE
+from broker_core.client.admin import AdminClient
+from broker_core.errors import AdminError, AdminUnreachableError
+from console.core.brokers import admin_call
+from console.core.redis import redis_client
+from console.maintenance import history, runs
+from console.maintenance.jobs import HISTORY_RETENTION, PLATFORM, job_specs
+from console.maintenance.runs import FAILED, OK, SKIPPED, UNREACHABLE, RunRecord, note_fanout, now_ms, record
+from nameserver.clusters import managed_clusters
+
+log = logging.getLogger(__name__)
+
+LOCK_KEY = "quiver:lock:{job}:{addr}"
+# Every broker address seen through the nameservers, with when it was last listed.
+KNOWN_KEY = "quiver:maint:known"
+CHAIN_KEY = "quiver:chain:delay_scan:{addr}"
+# How long a chain's token outlives its last pass: beat restarts a chain silent this long.
+CHAIN_GRACE_MS = 3000
+
+# Compare-and-set on the chain token: extend (or drop) it only while it is still ours.
+_EXTEND_IF_OURS = (
+    "if redis.call('get', KEYS[1]) == ARGV[1] then "
+    "return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0"
+)
+_DROP_IF_OURS = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
+
+
+@dataclass(frozen=True)
+class BrokerTarget:
+    """A broker a job runs on: its address, its name, the cluster (and nameservers) it is in.
+
+    ``missing`` marks a broker the nameservers no longer list although it was seen lately
+    (they drop a broker whose connection closes): it is still tried, and reported.
+    """
+
+    cluster: str
+    namesrv_addr: str
+    broker_name: str
+    addr: str
+    missing: bool = False
+
+    def to_args(self) -> list[str | bool]:
+        """As Celery task arguments (JSON)."""
+        return [self.cluster, self.namesrv_addr, self.broker_name, self.addr, self.missing]
+
+
+def discover(job: str, *, masters_only: bool = True) -> list[BrokerTarget]:
+    """The brokers registered with every managed cluster's nameservers, and those seen
+    within ``QUIVER_FORGET_BROKER_SECONDS`` that are missing now (a broker that went down
+    is reported until it is back or forgotten, not silently dropped).
+
+    A cluster whose nameservers do not answer is recorded as an unreachable run of
+    ``job`` (under ``namesrv:<addrs>``); its brokers seen lately are still tried.
+    """
+    client = redis_client()
+    known = {k.decode(): orjson.loads(v) for k, v in client.hgetall(KNOWN_KEY).items()}
+    seen: dict[str, dict[str, Any]] = {}
+    errors = []
+    at = now_ms()
+    for cluster in managed_clusters():
+        try:
+            info = admin_call(cluster.namesrv_addr, lambda admin: admin.cluster_info())
+        except (AdminError, TimeoutError) as exc:
+            errors.append(f"{cluster.name}: {exc}")
+            log.warning("%s: nameservers of cluster %s did not answer: %s", job, cluster.name, exc)
+            run = RunRecord(
+                job,
+                f"namesrv:{cluster.namesrv_addr}",
+                at,
+                now_ms() - at,
+                UNREACHABLE,
+                f"nameservers did not answer: {exc}",
+                cluster=cluster.name,
+            )
+            record(client, run)
+            continue
+        for broker in info.brokers.values():
+            for broker_id, addr in broker.addrs.items():
+                seen[addr] = {
+                    "cluster": cluster.name,
+                    "namesrv": cluster.namesrv_addr,
+                    "name": broker.broker_name,
+                    "master": int(broker_id) == 0,
+                    "seenMs": at,
+                }
+    forget_ms = settings.QUIVER["FORGET_BROKER_SECONDS"] * 1000
+    missing = {a: e for a, e in known.items() if a not in seen and at - e["seenMs"] <= forget_ms}
+    pipe = client.pipeline(transaction=False)
+    for addr, entry in seen.items():
+        pipe.hset(KNOWN_KEY, addr, orjson.dumps(entry))
+    for addr in set(known) - set(seen) - set(missing):
+        pipe.hdel(KNOWN_KEY, addr)
+    pipe.execute()
+    targets = [
+        BrokerTarget(e["cluster"], e["namesrv"], e["name"], addr, missing=addr in missing)
+        for addr, e in sorted({**seen, **missing}.items(), key=lambda item: (item[1]["name"], item[0]))
+        if e["master"] or not masters_only
+    ]
+    note_fanout(client, job, [t.addr for t in targets], "; ".join(errors))
+    return targets
+
+
+async def _persist_and_snapshot(admin: AdminClient, target: BrokerTarget) -> tuple[Any, Any]:
+    run = await admin.run_maintenance(target.addr, OFFSET_PERSISTENCE)
+    return run, await admin.offset_snapshot(target.addr)
+
+
+def _run_delay_scan(target: BrokerTarget) -> tuple[str, dict[str, Any]]:
+    run = admin_call(target.namesrv_addr, lambda admin: admin.run_maintenance(target.addr, DELAY_SCAN))
+    details = {**run.details, "brokerStartedMs": run.started_ms, "brokerDurationMs": run.duration_ms}
+    return run.result, details
+
+
+def _run_offset_persistence(target: BrokerTarget) -> tuple[str, dict[str, Any]]:
+    run, snapshot = admin_call(target.namesrv_addr, lambda admin: _persist_and_snapshot(admin, target))
+    rows, counters = history.append_snapshot(
+        settings.QUIVER["HISTORY_DIR"], snapshot, target.cluster, target.addr
+    )
+    details = {"offsetRows": rows, "counterRows": counters, "brokerDurationMs": run.duration_ms}
+    return f"offsets persisted; {rows} queue offsets and {counters} counters recorded", details
+
+
+def _run_file_expiry(target: BrokerTarget) -> tuple[str, dict[str, Any]]:
+    run = admin_call(target.namesrv_addr, lambda admin: admin.run_maintenance(target.addr, FILE_EXPIRY))
+    return run.result, dict(run.details)
+
+
+RUNNERS: dict[str, Callable[[BrokerTarget], tuple[str, dict[str, Any]]]] = {
+    DELAY_SCAN: _run_delay_scan,
+    OFFSET_PERSISTENCE: _run_offset_persistence,
+    FILE_EXPIRY: _run_file_expiry,
+}
+
+
+def run_on_broker(
+    job: str, target: BrokerTarget, *, keep: Callable[[RunRecord], bool] = lambda run: True
+) -> RunRecord:
+    """Run ``job`` on ``target`` under its overlap lock and record the outcome.
+
+    ``keep`` decides whether the run goes on the recent-runs list (the last run per broker
+    is always kept).  Never raises for a broker's failure: that is the record's status.
+    """
+    spec = job_specs()[job]
+    client = redis_client()
+    lock = client.lock(LOCK_KEY.format(job=job, addr=target.addr), timeout=spec.lock_seconds, blocking=False)
+    started, t0 = now_ms(), time.perf_counter()
+    if not lock.acquire(blocking=False):
+        run = RunRecord(
+            job,
+            target.addr,
+            started,
+            0.0,
+            SKIPPED,
+            "another run of this job holds the lock",
+            target.broker_name,
+            target.cluster,
+        )
+        record(client, run)
+        return run
+    try:
+        status, details = OK, {}
+        try:
+            result, details = RUNNERS[job](target)
+        except (AdminUnreachableError, TimeoutError) as exc:
+            status, result = UNREACHABLE, f"broker did not answer: {exc or 'timed out'}"
+            if target.missing:
+                result = "not registered with the nameservers, and " + result
+            log.warning("%s on %s (%s): %s", job, target.broker_name, target.addr, result)
+        except AdminError as exc:
+            status, result = FAILED, str(exc)
+            log.warning("%s on %s (%s) failed: %s", job, target.broker_name, target.addr, exc)
+        except Exception as exc:  # recorded, and the next period tries again
+            status, result = FAILED, f"{type(exc).__name__}: {exc}"
+            log.exception("%s on %s (%s) failed", job, target.broker_name, target.addr)
+    finally:
+        try:
+            lock.release()
+        except LockError:  # it expired under a very slow run; the next run has it
+            log.warning("%s on %s: the overlap lock expired before the run ended", job, target.addr)
+    run = RunRecord(
+        job,
+        target.addr,
+        started,
+        (time.perf_counter() - t0) * 1000,
+        status,
+        result,
+        target.broker_name,
+        target.cluster,
+        details,
+    )
+    record(client, run, keep=keep(run))
+    return run
+
+
+# -- the delay-scan chain -------------------------------------------------------------------
+
+
+def claim_chain(addr: str) -> str | None:
+    """Start owning ``addr``'s delay-scan chain; None when a live chain already has it."""
+    token = uuid.uuid4().hex
+    if redis_client().set(CHAIN_KEY.format(addr=addr), token, nx=True, px=CHAIN_GRACE_MS):
+        return token
+    return None
+
+
+def chain_is_ours(addr: str, token: str) -> bool:
+    value = redis_client().get(CHAIN_KEY.format(addr=addr))
+    return value is not None and value.decode() == token
+
+
+def _extend_chain(addr: str, token: str, ttl_ms: int) -> bool:
+    return bool(redis_client().eval(_EXTEND_IF_OURS, 1, CHAIN_KEY.format(addr=addr), token, ttl_ms))
+
+
+def end_chain(addr: str, token: str) -> None:
+    redis_client().eval(_DROP_IF_OURS, 1, CHAIN_KEY.format(addr=addr), token)
+
+
+def next_pass_in_ms(run: RunRecord, max_sleep_ms: int) -> float:
+    """How long after ``run`` the next delay-scan pass is due, in the broker's own clock.
+
+    The broker reports when the earliest pending message falls due and when its pass
+    started and took, so a clock difference between worker and broker does not matter.
+    """
+    next_due = run.details.get("nextDueMs")
+    if run.status != OK or next_due is None:
+        return float(max_sleep_ms)
+    broker_now = run.details.get("brokerStartedMs", run.started_ms) + run.details.get("brokerDurationMs", 0.0)
+    return max(0.0, min(float(max_sleep_ms), next_due - broker_now))
+
+
+def delay_scan_pass(
+    target: BrokerTarget, token: str, reschedule: Callable[[float], None]
+) -> RunRecord | None:
+    """One pass of ``target``'s delay-scan chain; schedules the next via ``reschedule(seconds)``.
+
+    Returns None when the chain was superseded.  A broker that fails or does not answer
+    ends the chain (recorded as such); beat's safety net starts a new one next second.
+    """
+    if not chain_is_ours(target.addr, token):
+        return None
+    busy = lambda run: run.status != OK or bool(run.details.get("delivered"))  # noqa: E731
+    run = run_on_broker(DELAY_SCAN, target, keep=busy)
+    if run.status in (FAILED, UNREACHABLE):
+        end_chain(target.addr, token)
+        return run
+    sleep_ms = next_pass_in_ms(run, settings.QUIVER["DELAY_SCAN_MAX_SLEEP_MS"])
+    if _extend_chain(target.addr, token, int(sleep_ms) + CHAIN_GRACE_MS):
+        reschedule(sleep_ms / 1000)
+    return run
+
+
+# -- the platform's own job ----------------------------------------------------------------
+
+
+def prune_history() -> RunRecord:
+    """Delete offset-history partitions past the retention (``QUIVER_HISTORY_RETENTION_DAYS``)."""
+    started, t0 = now_ms(), time.perf_counter()
+    days = settings.QUIVER["HISTORY_RETENTION_DAYS"]
+    try:
+        removed = history.prune(settings.QUIVER["HISTORY_DIR"], days)
+        status, result = OK, f"{len(removed)} partition(s) older than {days} day(s) removed"
+    except OSError as exc:
+        removed, status, result = [], FAILED, f"could not prune: {exc}"
+    run = RunRecord(
+        HISTORY_RETENTION,
+        PLATFORM,
+        started,
+        (time.perf_counter() - t0) * 1000,
+        status,
+        result,
+        details={"removed": removed},
+    )
+    client = redis_client()
+    note_fanout(client, HISTORY_RETENTION, [PLATFORM])
+    record(client, run)
+    return run
+
+
+def job_overview(limit: int = 20) -> dict[str, Any]:
+    """What the console shows: each job's status (overdue, failing brokers) and recent runs."""
+    client = redis_client()
+    specs = job_specs()
+    return {
+        "jobs": [status.to_json() for status in runs.job_statuses(client, specs)],
+        "recent": [run.to_json() for run in runs.recent_runs(client, max(1, min(limit, runs.RECENT_KEPT)))],
+    }
