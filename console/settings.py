@@ -148,14 +148,16 @@ REDIS_URL = envstr("REDIS_URL", "redis://127.0.0.1:6379/0")
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = REDIS_URL
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_IGNORE_RESULT = True  # long tasks keep theirs (console/core/longtasks.py)
+CELERY_RESULT_EXPIRES = 7 * 24 * 3600
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
-# Maintenance jobs run on the default queue; long operations (bulk resends, reports) are
-# declared with queue="long" so they never hold the maintenance jobs up.  ``up`` starts a
-# worker on both queues.
+# Maintenance jobs run on the default queue; long operations (bulk resends, reports: the
+# tasks named long_*) on their own, so they never hold the maintenance jobs up.  ``up``
+# starts a worker on both queues.
 CELERY_TASK_DEFAULT_QUEUE = "maintenance"
+CELERY_TASK_ROUTES = {"console.*.tasks.long_*": {"queue": "long"}}
 
 INSTALLED_APPS = [
     # daphne first: it replaces runserver with its ASGI server.
@@ -170,6 +172,7 @@ INSTALLED_APPS = [
     "channels",
     "console.core",
     "console.maintenance",
+    "console.dlq",
     "nameserver",
 ]
 
@@ -229,8 +232,13 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
 
-# In-memory: events reach only consumers in this process, until the platform runs Redis.
-CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# Events cross processes through Redis when the platform gives one (``up`` always does);
+# a console started alone, or under test, keeps them in its own process.
+CHANNEL_LAYERS = {
+    "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+    if "REDIS_URL" in os.environ
+    else {"BACKEND": "channels.layers.InMemoryChannelLayer"}
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

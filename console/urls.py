@@ -8,5 +8,6 @@ from django.urls import include, path
 urlpatterns = [
     path("", include("console.core.urls")),
     path("", include("console.maintenance.urls")),
+    path("", include("console.dlq.urls")),
     path("admin/", admin.site.urls),
 ]

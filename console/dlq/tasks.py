@@ -1,0 +1,35 @@
+"""The bulk DLQ resend as a long Celery task: one outcome per message, progress as it goes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Task, shared_task
+
+from broker_core.errors import AdminError
+from console.core.brokers import admin_call
+from console.core.longtasks import Progress
+
+
+@shared_task(bind=True, name="console.dlq.tasks.long_resend_dlq", ignore_result=False, track_started=True)
+def long_resend_dlq(
+    self: Task, namesrv_addr: str, group: str, msg_ids: list[str], long_task_id: str = ""
+) -> dict[str, Any]:
+    """Send ``msg_ids`` (offset msgIds) of ``group``'s DLQ back to it, one at a time.
+
+    Each message succeeds or fails on its own; the result lists every outcome.
+    """
+    progress = Progress(self, len(msg_ids), f"resending {len(msg_ids)} message(s) of {group}")
+    outcomes = []
+    for msg_id in msg_ids:
+        try:
+            (outcome,) = admin_call(
+                namesrv_addr, lambda admin, m=msg_id: admin.resend_dlq_messages(group, [m])
+            )
+            outcomes.append({"msgId": msg_id, "ok": outcome.ok, "detail": outcome.detail})
+        except (AdminError, TimeoutError) as exc:
+            outcomes.append({"msgId": msg_id, "ok": False, "detail": str(exc) or "timed out"})
+        progress.advance(note=f"{msg_id}: {'sent' if outcomes[-1]['ok'] else 'failed'}")
+    failed = sum(1 for o in outcomes if not o["ok"])
+    note = f"{len(outcomes) - failed} resent, {failed} failed"
+    return {**progress.meta(), "note": note, "result": outcomes}
