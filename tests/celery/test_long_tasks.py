@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,7 +16,6 @@ from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
 from broker_core.client.message import Message
 from broker_core.client.producer.producer import Producer
 from broker_core.store.message import MessageExt
-from console.celery import app
 from console.core.brokers import admin_call
 
 from .conftest import Platform, wait_for
@@ -29,20 +27,9 @@ TOPIC = "DlqTopic"
 
 
 @pytest.fixture
-def console_on_platform(platform: Platform, settings: Any) -> Iterator[None]:
-    """Point this process's settings and Celery app at the test platform's Redis and nameserver."""
-    settings.REDIS_URL = platform.redis_url
+def console_on_platform(platform: Platform, console_redis: Any, settings: Any) -> None:
+    """This process's console settings and Celery app on the test platform."""
     settings.QUIVER = {**settings.QUIVER, "NAMESRV_ADDR": platform.namesrv_addr}
-    before = app.conf.broker_url, app.conf.result_backend
-
-    def use(broker_url: str, backend: str) -> None:
-        app.conf.broker_url, app.conf.result_backend = broker_url, backend
-        app.close()  # drop pooled connections to the old URL
-        app._backend = app._get_backend()  # a result backend of the new URL
-
-    use(platform.redis_url, platform.redis_url)
-    yield
-    use(*before)
 
 
 class FailFirst:
