@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from broker_core.testing import cli_server
 
-__all__ = ["cli_server"]
+REPO = Path(__file__).resolve().parents[2]
+
+__all__ = ["REPO", "cli_server"]
