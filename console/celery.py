@@ -11,6 +11,7 @@ import os
 from datetime import timedelta
 
 from celery import Celery
+from celery.signals import beat_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
@@ -48,3 +49,11 @@ def _schedule(sender: Celery, **kwargs: object) -> None:
             "schedule": every,
             "options": {"expires": every.total_seconds()},
         }
+
+
+@beat_init.connect
+def _run_each_job_at_start(sender: object, **kwargs: object) -> None:
+    """Send every scheduled job once when beat starts: a timedelta entry's first run would
+    otherwise wait a whole period (an hour for the history retention)."""
+    for entry in app.conf.beat_schedule.values():
+        app.send_task(entry["task"], **entry.get("options", {}))

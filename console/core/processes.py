@@ -1,42 +1,175 @@
-"""Declare the processes that make up a running Quiver platform, as ``manage.py up`` starts them."""
+"""Declare the processes that make up a running Quiver platform, as ``manage.py up`` starts them.
+
+Start order: the private Redis (when one is needed), a store check that must finish
+before the broker opens the store, the nameserver, the broker, the Celery worker and beat
+(which drive the broker's maintenance: the broker runs no timers of its own), and the
+console.  Each child gets the same environment: the data directory, the Redis URL, the
+nameserver address and the Django settings module.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
-from console.core.supervisor import ChildSpec, http_ok
+from console.core.supervisor import ChildSpec, http_ok, tcp_open
 
 REPO = Path(__file__).resolve().parents[2]
 
+# Keys ``up`` sets in the conf files on every start (they follow its settings); the other
+# keys are written once, on the first start, and are the user's to edit from then on.
+NAMESRV_MANAGED = ("listenPort",)
+BROKER_MANAGED = ("listenPort", "namesrvAddr", "storePathRootDir")
 
-def platform_children(data_dir: Path, console_port: int, *, console: bool = True) -> list[ChildSpec]:
+
+@dataclasses.dataclass(frozen=True)
+class Ports:
+    """Where the platform's servers listen (all on 127.0.0.1)."""
+
+    namesrv: int
+    broker: int
+    console: int
+
+
+def write_conf(path: Path, managed: Mapping[str, object], initial: Mapping[str, object]) -> None:
+    """Write a RocketMQ-style ``key = value`` file: ``managed`` keys set to these values,
+    ``initial`` keys added only when absent, every other line kept as the user left it."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    present: set[str] = set()
+    out = []
+    for line in lines:
+        key = line.split("=", 1)[0].strip() if "=" in line and not line.lstrip().startswith("#") else ""
+        if key in managed:
+            line = f"{key} = {managed[key]}"
+        if key:
+            present.add(key)
+        out.append(line)
+    if not lines:
+        out.append("# Written by `manage.py up`; the keys it manages are rewritten at each start:")
+        out.append(f"# {', '.join(managed)}.  Edit the others as you like.")
+    out += [f"{k} = {v}" for k, v in {**initial, **managed}.items() if k not in present]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(out) + "\n")
+
+
+def write_server_confs(data_dir: Path, ports: Ports) -> tuple[Path, Path]:
+    """The nameserver's and the broker's conf files under ``data_dir``, brought up to date."""
+    namesrv_conf, broker_conf = data_dir / "namesrv.conf", data_dir / "broker.conf"
+    write_conf(namesrv_conf, {"listenPort": ports.namesrv}, {})
+    write_conf(
+        broker_conf,
+        {
+            "listenPort": ports.broker,
+            "namesrvAddr": f"127.0.0.1:{ports.namesrv}",
+            "storePathRootDir": data_dir / "store",
+        },
+        {
+            "brokerClusterName": "DefaultCluster",
+            "brokerName": "broker-a",
+            "brokerId": 0,
+            "brokerIP1": "127.0.0.1",
+            "autoCreateTopicEnable": "true",
+            # Celery beat drives the maintenance jobs; the broker runs no timers of its own.
+            "standaloneMaintenance": "false",
+        },
+    )
+    return namesrv_conf, broker_conf
+
+
+def log_says(path: Path, text: str) -> bool:
+    try:
+        return text in path.read_text(errors="replace")
+    except OSError:
+        return False
+
+
+def platform_children(
+    data_dir: Path,
+    ports: Ports,
+    redis_url: str,
+    *,
+    redis_child: ChildSpec | None = None,
+    console: bool = True,
+    namesrv_addr: str | None = None,
+) -> list[ChildSpec]:
     """Return the children to supervise, in start order; each process is one entry.
 
-    Every child runs from the repository root and sees the same ``QUIVER_DATA_DIR``.
+    ``namesrv_addr`` is what the console and Celery manage (the platform's own nameserver
+    unless QUIVER_NAMESRV_ADDR names other ones).
     """
     python = sys.executable
-    console_url = f"http://127.0.0.1:{console_port}/"
-    console_app = "console.asgi:application"
-    children = [
+    namesrv_conf, broker_conf = write_server_confs(data_dir, ports)
+    log_dir = data_dir / "log"
+    celery = [python, "-m", "celery", "-A", "console"]
+    children = [redis_child] if redis_child is not None else []
+    children += [
         ChildSpec(
             "store-check",
             [python, "-m", "broker_core", "store", "check", "--store", str(data_dir / "store")],
             oneshot=True,
             essential=False,
+            blocking=True,
+        ),
+        ChildSpec(
+            "namesrv",
+            [python, "-m", "broker_core", "namesrv", "-c", str(namesrv_conf)],
+            url=f"127.0.0.1:{ports.namesrv}",
+            health=tcp_open("127.0.0.1", ports.namesrv),
+        ),
+        ChildSpec(
+            "broker",
+            [python, "-m", "broker_core", "broker", "-c", str(broker_conf)],
+            url=f"127.0.0.1:{ports.broker}",
+            health=tcp_open("127.0.0.1", ports.broker),
+        ),
+        ChildSpec(
+            "celery-worker",
+            [
+                *celery,
+                "worker",
+                "-Q",
+                "maintenance,long",
+                "--concurrency",
+                "2",
+                "--hostname",
+                "quiver@%h",
+                "--loglevel",
+                "INFO",
+            ],
+            health=lambda: log_says(log_dir / "celery-worker.log", " ready."),
+        ),
+        ChildSpec(
+            "celery-beat",
+            [*celery, "beat", "--loglevel", "INFO", "--schedule", str(data_dir / "celerybeat-schedule")],
         ),
     ]
     if console:
+        console_url = f"http://127.0.0.1:{ports.console}/"
         children.append(
             ChildSpec(
                 "console",
-                [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(console_port), console_app],
+                [
+                    python,
+                    "-m",
+                    "daphne",
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(ports.console),
+                    "console.asgi:application",
+                ],
                 url=console_url,
                 health=http_ok(console_url + "healthz"),
             )
         )
-    shared_env = {"QUIVER_DATA_DIR": str(data_dir)}
+    shared_env = {
+        "QUIVER_DATA_DIR": str(data_dir),
+        "REDIS_URL": redis_url,
+        "QUIVER_NAMESRV_ADDR": namesrv_addr or f"127.0.0.1:{ports.namesrv}",
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+    }
     return [
         dataclasses.replace(spec, cwd=spec.cwd or REPO, env={**shared_env, **spec.env}) for spec in children
     ]

@@ -40,7 +40,8 @@ class ChildSpec:
 
     A service runs until stopped; a one-shot (``oneshot=True``) is expected to exit. When
     ``essential``, a service's exit or a one-shot's non-zero exit stops everything;
-    otherwise it is only reported.
+    otherwise it is only reported.  A one-shot with ``blocking=True`` runs to its end
+    before the next child starts (a store check before the broker that opens the store).
     """
 
     name: str
@@ -49,6 +50,7 @@ class ChildSpec:
     health: HealthProbe | None = None
     oneshot: bool = False
     essential: bool = True
+    blocking: bool = False
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: Path | None = None
 
@@ -133,6 +135,10 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None]:
     return preexec
 
 
+class StartAborted(Exception):
+    """The start was cut short: a blocking one-shot failed, or a stop was requested."""
+
+
 class Supervisor:
     """Start ``children`` in order, watch them until told to stop, then stop them all.
 
@@ -146,6 +152,7 @@ class Supervisor:
         log_dir: Path,
         *,
         out: TextIO | None = None,
+        summary_lines: Callable[[], Sequence[str]] | None = None,
         stop_timeout_s: float = 10.0,
         health_timeout_s: float = 30.0,
         poll_interval_s: float = 0.2,
@@ -154,6 +161,8 @@ class Supervisor:
         self.specs = list(children)
         self.log_dir = log_dir
         self.out = out or sys.stdout
+        # Extra lines printed under the process table once everything is up (URLs...).
+        self.summary_lines = summary_lines
         self.stop_timeout_s = stop_timeout_s
         self.health_timeout_s = health_timeout_s
         self.poll_interval_s = poll_interval_s
@@ -171,6 +180,9 @@ class Supervisor:
             except OSError as exc:
                 self.say(f"could not start {self.specs[len(self.children)].name}: {exc}")
                 return 1
+            except StartAborted as exc:
+                self.say(f"start aborted: {exc}")
+                return 0 if self._stop_requested.is_set() else 1
             return self.watch()
         finally:
             self.stop()
@@ -178,10 +190,25 @@ class Supervisor:
                 signal.signal(sig, handler)
 
     def start(self) -> None:
-        """Start every child in declaration order, each in its own session, logging to its file."""
+        """Start every child in declaration order, each in its own session, logging to its file.
+
+        A blocking one-shot is waited for before the next child starts; one that fails and
+        is essential stops the start (``StartAborted``), as does a stop signal meanwhile.
+        """
         self.log_dir.mkdir(parents=True, exist_ok=True)
         for spec in self.specs:
-            self.children.append(self._spawn(spec))
+            child = self._spawn(spec)
+            self.children.append(child)
+            if spec.oneshot and spec.blocking:
+                self._wait_oneshot(child)
+
+    def _wait_oneshot(self, child: Child) -> None:
+        while child.process.poll() is None:
+            if self._stop_requested.wait(self.poll_interval_s / 4):
+                raise StartAborted("stop requested during start")
+        child.exit_reported = True
+        if self._report_exit(child):
+            raise StartAborted(f"{child.spec.name} failed")
 
     def watch(self) -> int:
         """Poll children until a stop is requested; report exits, health and a summary."""
@@ -250,6 +277,8 @@ class Supervisor:
                 state = {True: "up", False: "unhealthy", None: "starting"}[child.healthy]
             name, url = child.spec.name, child.spec.url or ""
             self.say(f"  {name:<{width}}  {state:<10} {url:<28} pid {child.pid:<7} log {child.log_path}")
+        for line in self.summary_lines() if self.summary_lines else ():
+            self.say(line)
 
     def say(self, message: str) -> None:
         """Print one line of the supervisor's own output."""

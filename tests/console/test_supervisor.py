@@ -152,3 +152,47 @@ def test_it_stops_everything_when_an_essential_child_dies(
     output = (tmp_path / "supervisor.out").read_text()
     assert "crasher exited with status 3 (stopping everything)" in output
     assert "| boom" in output
+
+
+def test_a_blocking_one_shot_finishes_before_the_next_child_starts(
+    repo_root: Path, tmp_path: Path, pids_to_reap: list[int]
+) -> None:
+    marker, sleeper = tmp_path / "checked", tmp_path / "sleeper.pid"
+    # The service records whether the check had finished when it started.
+    service = (
+        "import os, sys\n"
+        f"open({str(tmp_path / 'saw')!r}, 'w').write(str(os.path.exists({str(marker)!r})))\n" + SLEEPER
+    )
+    check = f"import time; time.sleep(0.5); open({str(marker)!r}, 'w').write('ok')"
+    supervisor = start_supervisor(
+        repo_root,
+        tmp_path,
+        [
+            {"name": "check", "argv": [sys.executable, "-c", check], "oneshot": True, "blocking": True},
+            {"name": "service", "argv": [sys.executable, "-c", service, str(sleeper)]},
+        ],
+    )
+    pids_to_reap.extend(read_pids(sleeper))
+    assert (tmp_path / "saw").read_text() == "True"
+    supervisor.send_signal(signal.SIGTERM)
+    assert supervisor.wait(timeout=20) == 0
+
+
+def test_a_failed_essential_blocking_one_shot_stops_the_start(repo_root: Path, tmp_path: Path) -> None:
+    supervisor = start_supervisor(
+        repo_root,
+        tmp_path,
+        [
+            {
+                "name": "check",
+                "argv": [sys.executable, "-c", "raise SystemExit(4)"],
+                "oneshot": True,
+                "blocking": True,
+            },
+            {"name": "service", "argv": [sys.executable, "-c", SLEEPER, str(tmp_path / "never.pid")]},
+        ],
+    )
+    assert supervisor.wait(timeout=20) == 1
+    output = (tmp_path / "supervisor.out").read_text()
+    assert "check failed with status 4 (stopping everything)" in output and "start aborted" in output
+    assert not (tmp_path / "never.pid").exists()

@@ -11,9 +11,10 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from console.core.processes import platform_children
+from console.core import redisserver
+from console.core.processes import Ports, platform_children
 from console.core.supervisor import Supervisor
 
 
@@ -29,12 +30,35 @@ class Command(BaseCommand):
         if data_dir is not None and data_dir.expanduser().resolve() != quiver_data_dir:
             self.restart_with_data_dir(data_dir.expanduser().resolve())
         self.stdout.write(f"data dir: {quiver_data_dir}")
+        try:
+            redis = redisserver.choose(quiver_data_dir, os.environ)
+        except (redisserver.RedisUnavailable, ValueError) as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"redis: {redisserver.masked(redis.url)} ({redis.source})")
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("database: migrated")
         self.ensure_admin()
-        port = settings.QUIVER["CONSOLE_PORT"]
-        children = platform_children(quiver_data_dir, port, console=not no_console)
-        supervisor = Supervisor(children, quiver_data_dir / "log", out=self.stdout)
+        quiver = settings.QUIVER
+        ports = Ports(quiver["NAMESRV_PORT"], quiver["BROKER_PORT"], quiver["CONSOLE_PORT"])
+        children = platform_children(
+            quiver_data_dir,
+            ports,
+            redis.url,
+            redis_child=redis.child,
+            console=not no_console,
+            namesrv_addr=quiver["NAMESRV_ADDR"],
+        )
+        console_url = f"http://127.0.0.1:{ports.console}/"
+        summary = [
+            f"console:     {console_url}" + ("" if not no_console else " (not started: --no-console)"),
+            f"REST API:    {console_url}api/  (maintenance jobs: {console_url}api/maintenance/jobs/)",
+            f"nameserver:  127.0.0.1:{ports.namesrv}    broker: 127.0.0.1:{ports.broker}",
+            f"redis:       {redisserver.masked(redis.url)}",
+            f"logs:        {quiver_data_dir / 'log'}",
+        ]
+        supervisor = Supervisor(
+            children, quiver_data_dir / "log", out=self.stdout, summary_lines=lambda: summary
+        )
         sys.exit(supervisor.run())
 
     def ensure_admin(self) -> None:

@@ -1,0 +1,122 @@
+"""``manage.py up`` starts the whole platform, serves the console and the API, and stops
+every process it started, grandchildren included, on SIGTERM or Ctrl-C (SIGINT)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+import redis
+
+from tests.servers import free_port, wait_for
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def processes_of(data_dir: Path) -> list[int]:
+    """Every live process whose environment names ``data_dir``: what ``up`` started, at any depth."""
+    needle = f"QUIVER_DATA_DIR={data_dir}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state not in ("Z", "X"):
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def get(url: str, user: str | None = None, password: str | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url)
+    if user is not None:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+    except OSError:
+        return 0, b""
+
+
+@pytest.fixture
+def platform_dir(tmp_path: Path) -> Iterator[Path]:
+    data_dir = tmp_path / "var"
+    yield data_dir
+    for pid in processes_of(data_dir):  # a failed test must not leave the platform running
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_up_starts_everything_serves_the_console_and_stops_it_all(
+    platform_dir: Path, stop: signal.Signals
+) -> None:
+    ports = {name: free_port() for name in ("console", "namesrv", "broker", "redis")}
+    env = {
+        **os.environ,
+        "QUIVER_NO_BOOTSTRAP": "1",
+        "QUIVER_DATA_DIR": str(platform_dir),
+        "QUIVER_CONSOLE_PORT": str(ports["console"]),
+        "QUIVER_NAMESRV_PORT": str(ports["namesrv"]),
+        "QUIVER_BROKER_PORT": str(ports["broker"]),
+        "QUIVER_REDIS": "private",
+        "QUIVER_REDIS_PORT": str(ports["redis"]),
+    }
+    env.pop("REDIS_URL", None)
+    env.pop("QUIVER_NAMESRV_ADDR", None)
+    out = platform_dir.parent / "up.out"
+    with out.open("wb") as sink:
+        up = subprocess.Popen(
+            [sys.executable, "manage.py", "up"], cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT
+        )
+    try:
+        wait_for(lambda: "REST API:" in out.read_text() or up.poll() is not None, 120, "the platform summary")
+        text = out.read_text()
+        assert up.poll() is None, text
+        password = re.search(r"created superuser 'admin' with password (\S+)", text).group(1)
+        for name in ("redis", "store-check", "namesrv", "broker", "celery-worker", "celery-beat", "console"):
+            assert re.search(rf"^  {name}\s+(up|running|exited 0)\b", text, re.M), (name, text)
+        console = f"http://127.0.0.1:{ports['console']}/"
+        assert get(console + "healthz")[0] == 200
+        status, page = get(console)
+        assert status == 200 and b"<h1>Quiver</h1>" in page
+        assert get(console + "api/maintenance/jobs/")[0] == 403  # the API wants a login
+        # Beat, worker and broker at work: the delay scan has run on the platform's broker.
+        broker = f"127.0.0.1:{ports['broker']}"
+
+        def scanned() -> bool:
+            status, body = get(console + "api/maintenance/jobs/", "admin", password)
+            jobs = {job["job"]: job for job in orjson.loads(body)["jobs"]} if status == 200 else {}
+            runs = jobs.get("delay_scan", {}).get("brokers", [])
+            return any(run["broker_addr"] == broker and run["status"] == "ok" for run in runs)
+
+        wait_for(scanned, 60, "a delay scan of the platform's broker")
+        assert redis.Redis(port=ports["redis"]).ping()
+        for port in (ports["namesrv"], ports["broker"]):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        assert (platform_dir / "log" / "broker.log").exists() and (platform_dir / "broker.conf").exists()
+        assert len(processes_of(platform_dir)) >= 7
+    finally:
+        if up.poll() is None:
+            up.send_signal(stop)
+    assert up.wait(60) == 0, out.read_text()[-3000:]
+    assert "stopped" in out.read_text()
+    # Nothing it started is left: not a child, not a grandchild (the worker's pool, daphne's...).
+    wait_for(lambda: not processes_of(platform_dir), 15, "every platform process to exit")
