@@ -728,6 +728,15 @@ class AdminClient(MessageOperations):
         response = await self._invoke(broker_addr, RequestCode.GET_BROKER_CONFIG)
         return dict(sorted(parse_properties_text(response.body.decode("utf-8", errors="replace")).items()))
 
+    async def update_broker_config(self, broker_addr: str, changes: Mapping[str, str]) -> dict[str, str]:
+        """Change settings of the running broker (UPDATE_BROKER_CONFIG; all or nothing, until
+        it restarts) and return its settings as they now are."""
+        if not changes:
+            raise AdminError("no setting to change")
+        text = "".join(f"{key}={value}\n" for key, value in changes.items())
+        await self._invoke(broker_addr, RequestCode.UPDATE_BROKER_CONFIG, body=text.encode("utf-8"))
+        return await self.broker_config(broker_addr)
+
     async def run_maintenance(self, broker_addr: str, job: str) -> MaintenanceRun:
         """Run one maintenance job on the broker now and return how it went."""
         if job not in MAINTENANCE_JOBS:

@@ -8,6 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from console.core.apiviews import documented
 from console.core.longtasks import status
 from console.core.models import LongTask
 
@@ -21,6 +22,7 @@ def visible_tasks(request: Request) -> QuerySet[LongTask]:
 class TaskList(APIView):
     """GET: the latest long tasks (``?kind=`` filters, ``?limit=`` up to 200)."""
 
+    @documented("Long tasks you started (all, for staff)", operation_id="tasks_list")
     def get(self, request: Request) -> Response:
         tasks = visible_tasks(request)
         if kind := request.query_params.get("kind"):
@@ -38,6 +40,7 @@ class TaskList(APIView):
 class TaskDetail(APIView):
     """GET: one task's state, progress and, once finished, its result or error."""
 
+    @documented("One long task: state, progress, outcome")
     def get(self, request: Request, task_id: str) -> Response:
         row = visible_tasks(request).filter(id=task_id).first()
         if row is None:

@@ -33,3 +33,32 @@ class LongTask(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.id} ({self.title})"
+
+
+class ClusterAccess(models.Model):
+    """A user's role on one cluster (or on every cluster: ``cluster = "*"``).
+
+    Roles, each including the ones before it: ``viewer`` reads; ``operator`` also acts on
+    data (send test messages, reset offsets, resend dead letters, create and update topics
+    and groups); ``admin`` also deletes topics and groups and changes broker settings.
+    Exporting messages is its own grant (``can_export``), for any role.  Superusers are
+    admins everywhere and may export; a user with no row sees nothing.
+    """
+
+    VIEWER, OPERATOR, ADMIN = "viewer", "operator", "admin"
+    ROLES = [(VIEWER, "viewer"), (OPERATOR, "operator"), (ADMIN, "admin")]
+    ALL_CLUSTERS = "*"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="cluster_access"
+    )
+    cluster = models.CharField(max_length=64, default=ALL_CLUSTERS)
+    role = models.CharField(max_length=10, choices=ROLES)
+    can_export = models.BooleanField(default=False)
+
+    class Meta:
+        unique_together = [("user", "cluster")]
+        verbose_name_plural = "cluster access"
+
+    def __str__(self) -> str:
+        return f"{self.user} is {self.role} on {self.cluster}"

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.views import LogoutView
 from django.urls import path
 
-from console.core import api, views
+from console.core import api, auth, views
 
 app_name = "core"
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("login/", auth.ThrottledLoginView.as_view(), name="login"),
+    path("logout/", LogoutView.as_view(), name="logout"),
+    path("api/token/", auth.ThrottledTokenView.as_view(), name="api-token"),
     path("api/tasks/", api.TaskList.as_view(), name="api-tasks"),
     path("api/tasks/<uuid:task_id>/", api.TaskDetail.as_view(), name="api-task"),
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.decorators import login_required
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -11,6 +12,7 @@ from django.views.decorators.http import require_GET
 import broker_core
 
 
+@login_required
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
     """Render the landing page."""

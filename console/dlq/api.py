@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
+from console.core.apiviews import documented
 from console.core.longtasks import launch
 from console.dlq.serializers import ResendRequest
 from console.dlq.tasks import long_resend_dlq
@@ -21,6 +22,7 @@ class Resend(APIView):
 
     permission_classes = [IsAdminUser]
 
+    @documented("Resend dead letters (a long task)", request=ResendRequest)
     def post(self, request: Request) -> Response:
         form = ResendRequest(data=request.data)
         form.is_valid(raise_exception=True)

@@ -21,7 +21,13 @@ def test_it_refuses_to_change_health(client: Client) -> None:
     assert client.post("/healthz").status_code == 405
 
 
-def test_it_renders_the_home_page(client: Client) -> None:
+@pytest.mark.django_db
+def test_it_renders_the_home_page_to_signed_in_users_only(client: Client) -> None:
+    from django.contrib.auth import get_user_model
+
+    response = client.get("/")
+    assert response.status_code == 302 and response["Location"].startswith("/login/")
+    client.force_login(get_user_model().objects.create_user("u", password="pw-u-12345"))
     response = client.get("/")
     assert response.status_code == 200
     assert [t.name for t in response.templates][:2] == ["core/home.html", "base.html"]

@@ -1,0 +1,126 @@
+"""REST endpoints of clusters and brokers: the cluster list, brokers with figures, broker
+config (read; changed where RocketMQ allows it, by admins), and health checks."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from rest_framework import status
+from rest_framework.permissions import IsAdminUser, IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from console.audit.services import audited
+from console.core.access import allowed, role_name
+from console.core.apiviews import ClusterAPIView, documented
+from nameserver import services
+from nameserver.clusters import managed_clusters
+from nameserver.models import Cluster
+from nameserver.serializers import BrokerConfigChange, ClusterSerializer
+
+
+class ClusterList(APIView):
+    """GET: the clusters you may see, with your role on each.  POST (superusers): add one."""
+
+    def get_permissions(self) -> list:
+        return [IsAuthenticated()] if self.request.method == "GET" else [IsAdminUser()]
+
+    @documented("List the clusters you may see", operation_id="clusters_list")
+    def get(self, request: Request) -> Response:
+        clusters = [
+            {"name": c.name, "namesrvAddr": c.namesrv_addr, "role": role_name(request.user, c.name)}
+            for c in managed_clusters()
+            if allowed(request.user, c.name, "view")
+        ]
+        return Response({"clusters": clusters})
+
+    @documented("Add a cluster", request=ClusterSerializer)
+    def post(self, request: Request) -> Response:
+        form = ClusterSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        with audited(
+            request, "cluster.create", form.validated_data["name"], form.validated_data["name"]
+        ) as audit:
+            cluster = form.save()
+            audit.after = ClusterSerializer(cluster).data
+        return Response(ClusterSerializer(cluster).data, status=status.HTTP_201_CREATED)
+
+
+class ClusterDetail(APIView):
+    """GET, PUT, DELETE one configured cluster (changes: superusers only)."""
+
+    def get_permissions(self) -> list:
+        return [IsAuthenticated()] if self.request.method == "GET" else [IsAdminUser()]
+
+    @documented("One configured cluster")
+    def get(self, request: Request, cluster: str) -> Response:
+        row = get_object_or_404(Cluster, name=cluster)
+        if not allowed(request.user, row.name, "view"):
+            return Response({"error": "not_found", "detail": f"no cluster {cluster!r}"}, status=404)
+        return Response(ClusterSerializer(row).data)
+
+    @documented("Change a configured cluster", request=ClusterSerializer)
+    def put(self, request: Request, cluster: str) -> Response:
+        row = get_object_or_404(Cluster, name=cluster)
+        form = ClusterSerializer(row, data=request.data)
+        form.is_valid(raise_exception=True)
+        with audited(request, "cluster.update", cluster, cluster) as audit:
+            audit.before = ClusterSerializer(row).data
+            row = form.save()
+            audit.after = ClusterSerializer(row).data
+        return Response(ClusterSerializer(row).data)
+
+    @documented("Remove a configured cluster")
+    def delete(self, request: Request, cluster: str) -> Response:
+        row = get_object_or_404(Cluster, name=cluster)
+        with audited(request, "cluster.delete", cluster, cluster) as audit:
+            audit.before = ClusterSerializer(row).data
+            row.delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class BrokerList(ClusterAPIView):
+    """GET: every broker of the cluster with version, role, TPS in/out, messages today, disk use."""
+
+    @documented("Brokers with version, role, TPS, messages today, disk use")
+    def get(self, request: Request, cluster: str) -> Response:
+        rows = self.admin(services.broker_rows)
+        return Response(
+            {
+                "cluster": self.cluster.name,
+                "brokers": rows,
+                "unreadable": [r["addr"] for r in rows if r["error"]],
+            }
+        )
+
+
+class BrokerConfig(ClusterAPIView):
+    """GET: the broker's running settings.  PUT (admins): change some until it restarts."""
+
+    needs = {"PUT": "admin"}
+
+    @documented("A broker's running settings")
+    def get(self, request: Request, cluster: str, addr: str) -> Response:
+        config = self.admin(lambda admin: admin.broker_config(addr))
+        return Response({"broker": addr, "config": config})
+
+    @documented("Change broker settings until it restarts", request=BrokerConfigChange)
+    def put(self, request: Request, cluster: str, addr: str) -> Response:
+        form = BrokerConfigChange(data=request.data)
+        form.is_valid(raise_exception=True)
+        changes = form.validated_data["changes"]
+        with audited(request, "broker.config.update", self.cluster.name, addr) as audit:
+            before = self.admin(lambda admin: admin.broker_config(addr))
+            audit.before = {key: before.get(key) for key in changes}
+            config = self.admin(lambda admin: admin.update_broker_config(addr, changes))
+            audit.after = {key: config.get(key) for key in changes}
+        return Response({"broker": addr, "config": config})
+
+
+class Health(ClusterAPIView):
+    """GET: the cluster's health checks, each ``{check, ok, detail}``."""
+
+    @documented("Health checks of the cluster")
+    def get(self, request: Request, cluster: str) -> Response:
+        checks = self.admin(services.health_checks)
+        return Response({"cluster": self.cluster.name, "ok": all(c["ok"] for c in checks), "checks": checks})

@@ -1,0 +1,21 @@
+"""Route the cluster and broker endpoints."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from nameserver import api
+
+app_name = "nameserver"
+
+urlpatterns = [
+    path("api/clusters/", api.ClusterList.as_view(), name="api-clusters"),
+    path("api/clusters/<slug:cluster>/", api.ClusterDetail.as_view(), name="api-cluster"),
+    path("api/clusters/<slug:cluster>/brokers/", api.BrokerList.as_view(), name="api-brokers"),
+    path(
+        "api/clusters/<slug:cluster>/brokers/<str:addr>/config/",
+        api.BrokerConfig.as_view(),
+        name="api-broker-config",
+    ),
+    path("api/clusters/<slug:cluster>/health/", api.Health.as_view(), name="api-health"),
+]

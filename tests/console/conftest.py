@@ -1,0 +1,79 @@
+"""Console tests run against a real nameserver and broker (child processes on free ports),
+as the personas the console knows: admin, operator, viewer and outsider."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from broker_core.testing import cli_server
+
+PERSONAS = ("admin", "operator", "viewer", "outsider")
+
+
+@dataclass
+class Servers:
+    namesrv_addr: str
+    broker_addr: str
+    store: Path
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    """A nameserver and a broker (``broker-a`` of ``ConsoleCluster``) for a module's tests."""
+    work = tmp_path_factory.mktemp("console-servers")
+    with contextlib.ExitStack() as stack:
+        (work / "namesrv.conf").write_text("listenPort = 0\n")
+        _, namesrv = stack.enter_context(
+            cli_server("namesrv", work / "namesrv.conf", log=work / "namesrv.log")
+        )
+        conf = {
+            "brokerClusterName": "ConsoleCluster",
+            "brokerName": "broker-a",
+            "brokerIP1": "127.0.0.1",
+            "listenPort": 0,
+            "namesrvAddr": namesrv,
+            "storePathRootDir": work / "store",
+            "mappedFileSizeCommitLog": 1024 * 1024,
+            "warmMappedFileEnable": "false",
+            "autoCreateTopicEnable": "true",
+        }
+        (work / "broker.conf").write_text("".join(f"{k} = {v}\n" for k, v in conf.items()))
+        _, broker = stack.enter_context(cli_server("broker", work / "broker.conf", log=work / "broker.log"))
+        yield Servers(namesrv, broker, work / "store")
+
+
+@pytest.fixture
+def on_servers(servers: Servers, settings: Any) -> Servers:
+    """This process's console manages the test cluster (as the ``default`` cluster)."""
+    settings.QUIVER = {**settings.QUIVER, "NAMESRV_ADDR": servers.namesrv_addr}
+    return servers
+
+
+@pytest.fixture
+def personas(db: None) -> dict[str, Client]:
+    """A logged-in client per persona: admin (superuser), operator and viewer on every
+    cluster, and an outsider with an account but no access."""
+    from django.contrib.auth import get_user_model
+
+    from console.core.models import ClusterAccess
+
+    users = get_user_model().objects
+    clients = {}
+    for name in PERSONAS:
+        if name == "admin":
+            user = users.create_superuser(name, password=f"pw-{name}-123")
+        else:
+            user = users.create_user(name, password=f"pw-{name}-123")
+        if name in ("operator", "viewer"):
+            ClusterAccess.objects.create(user=user, cluster="*", role=name)
+        clients[name] = Client()
+        clients[name].force_login(user)
+    clients["anonymous"] = Client()
+    return clients

@@ -1,0 +1,106 @@
+"""Clusters and brokers over REST, against a real nameserver and broker."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from console.audit.models import AuditEntry
+from nameserver.models import Cluster
+
+from .conftest import Servers
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_cluster_list_shows_each_persona_its_role(
+    on_servers: Servers, personas: dict[str, Client]
+) -> None:
+    roles = {
+        name: [(c["name"], c["role"]) for c in personas[name].get("/api/clusters/").json()["clusters"]]
+        for name in ("admin", "operator", "viewer", "outsider")
+    }
+    assert roles == {
+        "admin": [("default", "admin")],
+        "operator": [("default", "operator")],
+        "viewer": [("default", "viewer")],
+        "outsider": [],
+    }
+    assert personas["anonymous"].get("/api/clusters/").status_code == 403
+
+
+def test_brokers_come_with_their_figures_and_outsiders_get_nothing(
+    on_servers: Servers, personas: dict[str, Client]
+) -> None:
+    body = personas["viewer"].get("/api/clusters/default/brokers/").json()
+    (broker,) = body["brokers"]
+    assert broker["addr"] == on_servers.broker_addr and broker["brokerName"] == "broker-a"
+    assert broker["cluster"] == "ConsoleCluster" and broker["role"] == "master"
+    assert broker["version"].startswith("Quiver") and broker["error"] is None
+    assert broker["putTps"] is not None and 0 <= broker["diskUsedPercent"] <= 100
+    assert body["unreadable"] == []
+    assert personas["outsider"].get("/api/clusters/default/brokers/").status_code == 403
+    assert personas["viewer"].get("/api/clusters/nope/brokers/").status_code == 404
+
+
+def test_a_cluster_whose_nameservers_do_not_answer_is_a_503_naming_them(
+    on_servers: Servers, personas: dict[str, Client]
+) -> None:
+    Cluster.objects.create(name="gone", namesrv_addr="127.0.0.1:1")
+    response = personas["admin"].get("/api/clusters/gone/brokers/")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["error"] == "broker_unreachable" and "127.0.0.1:1" in body["detail"]
+
+
+def test_broker_config_is_read_by_viewers_and_changed_by_admins_with_an_audit_row(
+    on_servers: Servers, personas: dict[str, Client]
+) -> None:
+    url = f"/api/clusters/default/brokers/{on_servers.broker_addr}/config/"
+    config = personas["viewer"].get(url).json()["config"]
+    assert config["brokerName"] == "broker-a"
+    change = {"changes": {"autoCreateTopicEnable": "false"}}
+    assert personas["viewer"].put(url, change, content_type="application/json").status_code == 403
+    assert personas["operator"].put(url, change, content_type="application/json").status_code == 403
+    response = personas["admin"].put(url, change, content_type="application/json")
+    assert response.status_code == 200 and response.json()["config"]["autoCreateTopicEnable"] == "false"
+    row = AuditEntry.objects.get(action="broker.config.update")
+    assert row.username == "admin" and row.result == "ok" and row.target == on_servers.broker_addr
+    assert row.before == {"autoCreateTopicEnable": "true"} and row.after == {"autoCreateTopicEnable": "false"}
+    # A setting the broker refuses: a 4xx/5xx with the broker's words, and an error row.
+    bad = personas["admin"].put(url, {"changes": {"deleteWhen": "25"}}, content_type="application/json")
+    assert bad.status_code == 502 and bad.json()["brokerCodeName"] == "SYSTEM_ERROR"
+    assert "deleteWhen" in bad.json()["remark"]
+    assert AuditEntry.objects.filter(action="broker.config.update", result="error").count() == 1
+    personas["admin"].put(
+        url, {"changes": {"autoCreateTopicEnable": "true"}}, content_type="application/json"
+    )
+    assert personas["admin"].put(url, {"changes": {}}, content_type="application/json").status_code == 400
+
+
+def test_health_checks_pass_on_a_healthy_cluster(on_servers: Servers, personas: dict[str, Client]) -> None:
+    body = personas["viewer"].get("/api/clusters/default/health/").json()
+    checks = {c["check"]: c for c in body["checks"]}
+    assert checks["brokers answer"]["ok"] and checks["every broker has a master"]["ok"]
+
+
+def test_only_superusers_change_the_cluster_list(on_servers: Servers, personas: dict[str, Client]) -> None:
+    new = {"name": "east", "namesrv_addr": "10.0.0.1:9876;10.0.0.2:9876"}
+    assert (
+        personas["operator"].post("/api/clusters/", new, content_type="application/json").status_code == 403
+    )
+    assert personas["admin"].post("/api/clusters/", new, content_type="application/json").status_code == 201
+    bad = personas["admin"].post(
+        "/api/clusters/", {"name": "x", "namesrv_addr": "nope"}, content_type="application/json"
+    )
+    assert bad.status_code == 400 and "namesrv_addr" in bad.json()["fields"]
+    assert personas["admin"].delete("/api/clusters/east/").status_code == 204
+    assert [r.action for r in AuditEntry.objects.order_by("id")] == ["cluster.create", "cluster.delete"]
+
+
+def test_the_openapi_schema_and_docs_are_served_without_a_cdn(personas: dict[str, Client]) -> None:
+    schema = personas["viewer"].get("/api/schema/")
+    assert schema.status_code == 200 and b"/api/clusters/{cluster}/brokers/" in schema.content
+    docs = personas["viewer"].get("/api/docs/")
+    assert docs.status_code == 200
+    assert b"cdn" not in docs.content.lower() and b"swagger-ui" in docs.content
