@@ -177,6 +177,7 @@ INSTALLED_APPS = [
     "console.maintenance",
     "console.dlq",
     "console.audit",
+    "console.topics",
     "nameserver",
 ]
 

@@ -11,6 +11,7 @@ urlpatterns = [
     path("", include("console.maintenance.urls")),
     path("", include("console.dlq.urls")),
     path("", include("nameserver.urls")),
+    path("", include("console.topics.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("admin/", admin.site.urls),

@@ -13,12 +13,16 @@ consumer relays (running info, consume directly).  What consoles built on Rocket
 from __future__ import annotations
 
 import enum
+import itertools
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from broker_core.client.config import local_ip
+from broker_core.client.msgid import UniqueIdGenerator
 from broker_core.errors import AdminError
 from broker_core.messagequeue import MessageQueue
 from broker_core.remoting.codes import RequestCode, ResponseCode
@@ -27,6 +31,7 @@ from broker_core.store.message import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
     PROPERTY_RETRY_TOPIC,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     MessageExt,
     encode_properties,
     iter_records,
@@ -43,6 +48,8 @@ PULL_FLAG_SUBSCRIPTION = 0x4
 PULL_BATCH = 32
 DEFAULT_BROWSE_LIMIT = 2_000
 # Properties that only meant something where the message was before (delay, DLQ routing).
+_SEND_TURN = itertools.count()
+_IDS = UniqueIdGenerator(local_ip())
 _NOT_RESENT = frozenset({PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID})
 
 
@@ -152,6 +159,92 @@ class MessageOperations:
                 break
             offset = next_offset
         return messages
+
+    async def _each_queue(self: AdminClient, topic: str) -> list[tuple[str, MessageQueue]]:
+        """(master address, queue) for every readable queue of ``topic``."""
+        route = await self.topic_route(topic)
+        addrs = route.read_addrs()
+        return [
+            (addrs[q.broker_name], MessageQueue(topic, q.broker_name, queue_id))
+            for q in route.queue_datas
+            if q.broker_name in addrs
+            for queue_id in range(q.read_queue_nums)
+        ]
+
+    async def offsets_by_time(self: AdminClient, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
+        """Per queue, the offset of the first message stored at or after ``timestamp_ms``."""
+        queues = await self._each_queue(topic)
+        found = await self._gather(self._offset_by_time(addr, q, timestamp_ms) for addr, q in queues)
+        return {q: offset for (_, q), offset in zip(queues, found, strict=True)}
+
+    async def earliest_store_times(self: AdminClient, topic: str) -> dict[MessageQueue, int]:
+        """Per queue, when its oldest stored message was stored (epoch ms; 0 when it is empty)."""
+        queues = await self._each_queue(topic)
+
+        async def one(addr: str, queue: MessageQueue) -> int:
+            fields = {"topic": topic, "queueId": queue.queue_id}
+            accept = (ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR)
+            response = await self._invoke(addr, RequestCode.GET_EARLIEST_MSG_STORETIME, fields, accept=accept)
+            return max(0, int(response.ext_fields.get("timestamp") or 0)) if response.code == 0 else 0
+
+        found = await self._gather(one(addr, q) for addr, q in queues)
+        return {q: ts for (_, q), ts in zip(queues, found, strict=True)}
+
+    async def send_message(
+        self: AdminClient,
+        topic: str,
+        body: bytes,
+        *,
+        tags: str = "",
+        keys: str = "",
+        properties: Mapping[str, str] | None = None,
+        delay_level: int = 0,
+    ) -> dict[str, Any]:
+        """Send one message (the console's test message) to a writable queue of ``topic``.
+
+        Returns its client msgId (UNIQ_KEY), its offset msgId, the queue and queue offset.
+        """
+        route = await self.topic_route(topic)
+        masters = route.master_addrs()
+        writable = [
+            (masters[q.broker_name], MessageQueue(topic, q.broker_name, queue_id))
+            for q in route.queue_datas
+            if q.broker_name in masters and q.perm & 2
+            for queue_id in range(q.write_queue_nums)
+        ]
+        if not writable:
+            raise AdminError(f"topic {topic!r} has no writable queue on a master broker")
+        addr, queue = writable[_SEND_TURN.__next__() % len(writable)]
+        unique_id = _IDS.next_id()
+        props = dict(properties or {})
+        props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = unique_id
+        if tags:
+            props["TAGS"] = tags
+        if keys:
+            props["KEYS"] = keys
+        if delay_level:
+            props[PROPERTY_DELAY_TIME_LEVEL] = str(delay_level)
+        fields = {
+            "producerGroup": "TOOLS_PRODUCER",
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "defaultTopicQueueNums": 4,
+            "queueId": queue.queue_id,
+            "sysFlag": 0,
+            "bornTimestamp": int(time.time() * 1000),
+            "flag": 0,
+            "properties": encode_properties(props).decode("utf-8"),
+            "reconsumeTimes": 0,
+            "batch": "false",
+        }
+        response = await self._invoke(addr, RequestCode.SEND_MESSAGE, fields, body)
+        return {
+            "msgId": unique_id,
+            "offsetMsgId": response.ext_fields.get("msgId", ""),
+            "brokerName": queue.broker_name,
+            "queueId": int(response.ext_fields.get("queueId", queue.queue_id)),
+            "queueOffset": int(response.ext_fields.get("queueOffset", -1)),
+        }
 
     # -- offsets -------------------------------------------------------------------------------
 

@@ -1,0 +1,37 @@
+"""Validate what the topic endpoints accept."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+TOPIC_NAME = r"^[%|a-zA-Z0-9_-]{1,127}$"
+
+
+class TopicWrite(serializers.Serializer):
+    """Create or update: queue counts, permission, order flag, and where (a broker cluster
+    name, or every master when omitted)."""
+
+    name = serializers.RegexField(TOPIC_NAME, required=False)
+    readQueueNums = serializers.IntegerField(min_value=1, max_value=1024, default=8)  # noqa: N815
+    writeQueueNums = serializers.IntegerField(min_value=1, max_value=1024, default=8)  # noqa: N815
+    perm = serializers.ChoiceField(choices=["RW", "R-", "-W", "--"], default="RW")
+    order = serializers.BooleanField(default=False)
+    brokerCluster = serializers.CharField(required=False, allow_blank=True, max_length=127)  # noqa: N815
+
+
+class TestMessage(serializers.Serializer):
+    """A message to send from the console."""
+
+    body = serializers.CharField(allow_blank=True, max_length=4 * 1024 * 1024, trim_whitespace=False)
+    tags = serializers.CharField(required=False, allow_blank=True, default="", max_length=255)
+    keys = serializers.CharField(required=False, allow_blank=True, default="", max_length=1024)
+    properties = serializers.DictField(
+        child=serializers.CharField(max_length=4096), required=False, default=dict
+    )
+    delayLevel = serializers.IntegerField(min_value=0, max_value=18, default=0)  # noqa: N815
+
+    def validate_properties(self, value: dict[str, str]) -> dict[str, str]:
+        for key, text in value.items():
+            if not key or any(c in key + text for c in "\x01\x02"):
+                raise serializers.ValidationError(f"property {key!r}: empty name or a reserved separator")
+        return value

@@ -1,0 +1,154 @@
+"""Topic views built from broker_core's AdminClient, with a bounded number of broker calls:
+the list costs one nameserver call and one call per master, however many topics there are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from broker_core.broker.topics import PERM_READ, PERM_WRITE, TopicConfig
+from broker_core.client.admin import AdminClient
+from broker_core.errors import AdminError
+from broker_core.remoting.codes import ResponseCode
+from broker_core.topics import is_system_topic
+
+NORMAL, FIFO, RETRY, DLQ, DELAY, TRANSACTION, SYSTEM = (
+    "NORMAL",
+    "FIFO",
+    "RETRY",
+    "DLQ",
+    "DELAY",
+    "TRANSACTION",
+    "SYSTEM",
+)
+TYPES = (NORMAL, FIFO, RETRY, DLQ, DELAY, TRANSACTION, SYSTEM)
+# What a plain list shows: the topics applications use.
+DEFAULT_TYPES = (NORMAL, FIFO)
+
+
+def topic_type(name: str, order: bool) -> str:
+    """The topic's kind, as the console filters it."""
+    if name.startswith("%RETRY%"):
+        return RETRY
+    if name.startswith("%DLQ%"):
+        return DLQ
+    if name == "SCHEDULE_TOPIC_XXXX":
+        return DELAY
+    if name in ("RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"):
+        return TRANSACTION
+    if is_system_topic(name):
+        return SYSTEM
+    return FIFO if order else NORMAL
+
+
+def perm_text(perm: int) -> str:
+    return ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-")
+
+
+async def topic_rows(admin: AdminClient) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every topic with its type, brokers, queue counts and permission (one call per master),
+    and the brokers that did not answer (their topics' figures are then incomplete)."""
+    info, names = await asyncio.gather(admin.cluster_info(), admin.topic_list())
+    masters = info.master_addrs()
+    tables = await asyncio.gather(
+        *(admin.topic_configs(addr) for addr in masters.values()), return_exceptions=True
+    )
+    by_topic: dict[str, list[tuple[str, TopicConfig]]] = {}
+    unreadable = []
+    for (broker, addr), table in zip(masters.items(), tables, strict=True):
+        if isinstance(table, BaseException):
+            unreadable.append(f"{broker} ({addr}): {table}")
+            continue
+        for name, config in table.items():
+            by_topic.setdefault(name, []).append((broker, config))
+    rows = []
+    for name in sorted(set(names) | set(by_topic)):
+        configs = by_topic.get(name, [])
+        order = any(c.order for _, c in configs)
+        rows.append(
+            {
+                "name": name,
+                "type": topic_type(name, order),
+                "brokers": sorted(b for b, _ in configs),
+                "readQueueNums": sum(c.read_queue_nums for _, c in configs) if configs else None,
+                "writeQueueNums": sum(c.write_queue_nums for _, c in configs) if configs else None,
+                "perm": perm_text(configs[0][1].perm) if configs else None,
+                "order": order,
+            }
+        )
+    return rows, unreadable
+
+
+def filter_topics(
+    rows: list[dict[str, Any]], search: str = "", types: tuple[str, ...] = DEFAULT_TYPES
+) -> list[dict[str, Any]]:
+    needle = search.strip().lower()
+    return [r for r in rows if r["type"] in types and (not needle or needle in r["name"].lower())]
+
+
+async def topic_detail(admin: AdminClient, topic: str) -> dict[str, Any]:
+    """Route, per-queue offsets with retention span, and the groups consuming it."""
+    route = await admin.topic_route(topic)
+    stats, consumers, earliest = await asyncio.gather(
+        admin.topic_stats(topic), admin.topic_consumers(topic), admin.earliest_store_times(topic)
+    )
+    queues = []
+    for q in stats.queues:
+        first = earliest.get(q.queue, 0)
+        queues.append(
+            {
+                "brokerName": q.queue.broker_name,
+                "queueId": q.queue.queue_id,
+                "minOffset": q.min_offset,
+                "maxOffset": q.max_offset,
+                "messages": q.max_offset - q.min_offset,
+                "lastUpdateTimestamp": q.last_update_timestamp or None,
+                "earliestStoreTimestamp": first or None,
+                "retentionSpanMs": (q.last_update_timestamp - first)
+                if first and q.last_update_timestamp
+                else None,
+            }
+        )
+    order = bool(route.order_topic_conf)
+    return {
+        "name": topic,
+        "type": topic_type(topic, order),
+        "route": {
+            "queueDatas": [
+                {
+                    "brokerName": q.broker_name,
+                    "readQueueNums": q.read_queue_nums,
+                    "writeQueueNums": q.write_queue_nums,
+                    "perm": perm_text(q.perm),
+                }
+                for q in route.queue_datas
+            ],
+            "brokers": {b.broker_name: {str(i): a for i, a in b.addrs.items()} for b in route.broker_datas},
+            "orderTopicConf": route.order_topic_conf,
+        },
+        "totalMessages": stats.total_messages,
+        "queues": queues,
+        "consumers": consumers,
+    }
+
+
+async def impact(admin: AdminClient, topic: str) -> dict[str, Any]:
+    """What deleting ``topic`` would touch: its consumer groups with their lag, its messages, its traffic."""
+    stats, consumers = await asyncio.gather(admin.topic_stats(topic), admin.topic_consumers(topic))
+    groups = []
+    for group in consumers:
+        try:
+            consume = await admin.consume_stats(group, topic)
+            groups.append({"group": group, "lag": consume.total_lag, "consumeTps": consume.consume_tps})
+        except AdminError as exc:
+            if exc.code != ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
+                raise
+            groups.append({"group": group, "lag": 0, "consumeTps": 0.0})
+    return {
+        "topic": topic,
+        "messages": stats.total_messages,
+        "consumers": groups,
+        "totalLag": sum(g["lag"] for g in groups),
+        "safe": not groups and stats.total_messages == 0,
+    }

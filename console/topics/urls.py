@@ -1,0 +1,18 @@
+"""Route the topic endpoints."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from console.topics import api
+
+app_name = "topics"
+
+base = "api/clusters/<slug:cluster>/topics/"
+urlpatterns = [
+    path(base, api.TopicList.as_view(), name="api-list"),
+    path(base + "<str:topic>/", api.TopicDetail.as_view(), name="api-detail"),
+    path(base + "<str:topic>/impact/", api.TopicImpact.as_view(), name="api-impact"),
+    path(base + "<str:topic>/messages/", api.TopicMessageSend.as_view(), name="api-send"),
+    path(base + "<str:topic>/offset-by-time/", api.TopicOffsetByTime.as_view(), name="api-offset-by-time"),
+]
