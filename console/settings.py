@@ -178,6 +178,7 @@ INSTALLED_APPS = [
     "console.dlq",
     "console.audit",
     "console.topics",
+    "console.groups",
     "nameserver",
 ]
 

@@ -12,6 +12,7 @@ urlpatterns = [
     path("", include("console.dlq.urls")),
     path("", include("nameserver.urls")),
     path("", include("console.topics.urls")),
+    path("", include("console.groups.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("admin/", admin.site.urls),

@@ -640,6 +640,29 @@ class AdminClient(MessageOperations):
 
     # -- messages ------------------------------------------------------------------------------
 
+    async def reset_offsets_exactly(
+        self, group: str, offsets: Mapping[MessageQueue, int]
+    ) -> dict[MessageQueue, int]:
+        """Move ``group`` to the given offset of each queue (within its stored range); online
+        consumers are told at once, an offline group resumes there.  Returns the new offsets."""
+        done: dict[MessageQueue, int] = {}
+        for queue, offset in sorted(offsets.items()):
+            masters = await self._route_masters(queue.topic)
+            addr = masters.get(queue.broker_name)
+            if addr is None:
+                raise AdminError(f"broker {queue.broker_name!r} has no master serving {queue.topic!r}")
+            fields = {
+                "topic": queue.topic,
+                "group": group,
+                "timestamp": -1,
+                "isForce": True,
+                "queueId": queue.queue_id,
+                "offset": offset,
+            }
+            await self._invoke(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields)
+            done[queue] = offset
+        return done
+
     async def view_message(self, offset_msg_id: str) -> MessageExt:
         """The message with this offset msgId (store host + commit-log offset).
 

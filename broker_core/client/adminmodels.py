@@ -367,6 +367,8 @@ class OffsetSnapshot:
     queues: tuple[QueueOffsetRow, ...]
     topic_puts: Mapping[str, int]
     group_gets: Mapping[tuple[str, str], int]
+    # Groups with clients connected to this broker: group -> {clients, messageModel, consumeType, consumeTps}.
+    online_groups: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> OffsetSnapshot:
@@ -390,6 +392,7 @@ class OffsetSnapshot:
             rows,
             {str(t): int(n) for t, n in (obj.get("topicPuts") or {}).items()},
             gets,
+            {str(g["group"]): dict(g) for g in obj.get("onlineGroups") or []},
         )
 
 

@@ -7,6 +7,9 @@ group is offline, Quiver commits the new offsets itself, so an offline group res
 from them (a group the broker knows nothing of is refused: a typo must not create
 one); online consumers are told at once with RESET_CONSUMER_CLIENT_OFFSET (220),
 in the body shape their language reads (the C++ client parses only an array).
+
+With ``queueId`` and ``offset`` (RocketMQ 5's reset by queue) only that queue moves, to
+exactly that offset, which must lie within the queue's stored range.
 """
 
 from __future__ import annotations
@@ -64,7 +67,10 @@ class ResetOffsetProcessor:
                 "create it first (updateSubGroup) to reset a group that has never consumed",
             )
         try:
-            offsets = self._reset(group, topic, config.write_queue_nums, timestamp, force, conn)
+            if fields.get("queueId") not in (None, "") and fields.get("offset") not in (None, ""):
+                offsets = self._reset_queue(group, topic, config.write_queue_nums, fields, conn)
+            else:
+                offsets = self._reset(group, topic, config.write_queue_nums, timestamp, force, conn)
         except MessageIllegalError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, f"cannot reset offsets: {exc}")
         for client in self.broker.clients.consumer_clients(group):
@@ -83,6 +89,31 @@ class ResetOffsetProcessor:
             or store.consumer_offsets.which_topics_by_consumer_group(group)
             or self.broker.clients.consumer_ids(group)
         )
+
+    def _reset_queue(
+        self, group: str, topic: str, queues: int, fields: dict[str, str], conn: Any
+    ) -> dict[MessageQueue, int]:
+        """Set one queue's offset exactly (the console's per-queue reset)."""
+        store = self.broker.store
+        assert store is not None
+        try:
+            queue_id, offset = int(fields["queueId"]), int(fields["offset"])
+        except ValueError:
+            raise MessageIllegalError("queueId and offset must be numbers") from None
+        if not 0 <= queue_id < queues:
+            raise MessageIllegalError(f"queue {queue_id} does not exist: {topic} has {queues} queue(s)")
+        low, high = (
+            store.get_min_offset_in_queue(topic, queue_id),
+            store.get_max_offset_in_queue(topic, queue_id),
+        )
+        if not low <= offset <= high:
+            raise MessageIllegalError(
+                f"offset {offset} of queue {queue_id} is outside its range [{low}, {high}]"
+            )
+        store.consumer_offsets.commit_offset(
+            getattr(conn, "remote_address", "admin"), group, topic, queue_id, offset
+        )
+        return {MessageQueue(topic, self.broker.config.broker_name, queue_id): offset}
 
     def _reset(
         self, group: str, topic: str, queues: int, timestamp: int, force: bool, conn: Any

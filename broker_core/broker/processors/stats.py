@@ -113,6 +113,7 @@ class StatsProcessor:
         message at the committed offset was stored (0 when the group has caught up), so a
         reader can tell lag in time as well as in messages.  Counters run from
         ``bootTimestamp``: a reader taking deltas sees a restart as a new boot time.
+        ``onlineGroups`` lists the groups with clients connected here (count, model, TPS).
         """
         store = self._store
         queues = []
@@ -135,11 +136,27 @@ class StatsProcessor:
                     }
                 )
         puts, gets = self.broker.stats.totals()
+        clients = self.broker.clients
+        online = []
+        for group in sorted(clients.consumer_groups()):
+            members = clients.consumer_clients(group)
+            if not members:
+                continue
+            online.append(
+                {
+                    "group": group,
+                    "clients": len(members),
+                    "messageModel": members[0].message_model,
+                    "consumeType": members[0].consume_type,
+                    "consumeTps": round(self.broker.stats.get_tps(group), 2),
+                }
+            )
         body = {
             "brokerName": self.broker.config.broker_name,
             "timestampMs": self.broker.clock_ms(),
             "bootTimestamp": self.broker.boot_timestamp,
             "queues": queues,
+            "onlineGroups": online,
             "topicPuts": dict(sorted(puts.items())),
             "groupGets": [
                 {"group": group, "topic": topic, "total": total}

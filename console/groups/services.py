@@ -1,0 +1,250 @@
+"""Consumer-group views over broker_core's AdminClient.
+
+The group list costs two calls per master broker whatever the number of groups: the
+offset snapshot (every committed offset beside its queue's end and the store time at the
+offset, plus the online groups) and the subscription-group configs.  Lag is counted in
+messages and in seconds behind (snapshot time minus the store time of the message at
+the committed offset).  A broker that does not answer leaves its groups' figures unknown
+(None), never 0, and is named.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from broker_core.client.admin import AdminClient
+from broker_core.errors import AdminError
+from broker_core.messagequeue import MessageQueue
+from broker_core.remoting.codes import ResponseCode
+
+SYSTEM_GROUPS = frozenset(
+    {
+        "TOOLS_CONSUMER",
+        "FILTERSRV_CONSUMER",
+        "__MONITOR_CONSUMER",
+        "SELF_TEST_C_GROUP",
+        "CID_ONS-HTTP-PROXY",
+        "CID_ONSAPI_PERMISSION",
+        "CID_ONSAPI_OWNER",
+        "CID_ONSAPI_PULL",
+    }
+)
+
+
+def is_system_group(name: str) -> bool:
+    return name in SYSTEM_GROUPS or name.startswith("CID_RMQ_SYS_")
+
+
+async def group_rows(admin: AdminClient) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every group with lag, seconds behind, topics, clients online, model and TPS."""
+    info = await admin.cluster_info()
+    masters = info.master_addrs()
+    snaps, configs = await asyncio.gather(
+        asyncio.gather(*(admin.offset_snapshot(a) for a in masters.values()), return_exceptions=True),
+        asyncio.gather(*(admin.subscription_groups(a) for a in masters.values()), return_exceptions=True),
+    )
+    unreadable = [
+        f"{name} ({addr}): {answer}"
+        for (name, addr), snap, config in zip(masters.items(), snaps, configs, strict=True)
+        for answer in (snap if isinstance(snap, BaseException) else config,)
+        if isinstance(answer, BaseException)
+    ]
+    groups: dict[str, dict[str, Any]] = {}
+
+    def row(name: str) -> dict[str, Any]:
+        return groups.setdefault(
+            name,
+            {
+                "group": name,
+                "lag": 0,
+                "secondsBehind": 0.0,
+                "topics": set(),
+                "clients": 0,
+                "messageModel": None,
+                "consumeType": None,
+                "consumeTps": 0.0,
+                "config": None,
+            },
+        )
+
+    for snap in snaps:
+        if isinstance(snap, BaseException):
+            continue
+        for q in snap.queues:
+            r = row(q.group)
+            r["lag"] += q.lag
+            r["topics"].add(q.topic)
+            if q.store_timestamp and q.lag:
+                r["secondsBehind"] = max(r["secondsBehind"], (snap.timestamp_ms - q.store_timestamp) / 1000)
+        for name, online in snap.online_groups.items():
+            r = row(name)
+            r["clients"] = max(r["clients"], int(online.get("clients") or 0))
+            r["messageModel"] = online.get("messageModel")
+            r["consumeType"] = online.get("consumeType")
+            r["consumeTps"] += float(online.get("consumeTps") or 0.0)
+    for table in configs:
+        if isinstance(table, BaseException):
+            continue
+        for name, config in table.items():
+            r = row(name)
+            r["config"] = r["config"] or config.to_json()
+    rows = []
+    for r in groups.values():
+        r["topics"] = sorted(r["topics"])
+        r["online"] = r["clients"] > 0
+        r["secondsBehind"] = round(r["secondsBehind"], 3)
+        if r["messageModel"] is None and r["config"] is not None:
+            r["messageModel"] = "BROADCASTING" if r["config"].get("consumeBroadcastEnable") is False else None
+        if unreadable:  # a group's offsets may live on the broker that did not answer
+            r["lag"] = r["secondsBehind"] = None
+        rows.append(r)
+    rows.sort(key=lambda r: r["group"])
+    return rows, unreadable
+
+
+def filter_groups(
+    rows: list[dict[str, Any]], search: str = "", include_system: bool = False, sort: str = "group"
+) -> list[dict[str, Any]]:
+    needle = search.strip().lower()
+    shown = [
+        r
+        for r in rows
+        if (include_system or not is_system_group(r["group"]))
+        and (not needle or needle in r["group"].lower())
+    ]
+    descending = sort.startswith("-")
+    key = sort.lstrip("-")
+    if key not in ("group", "lag", "secondsBehind", "consumeTps", "clients"):
+        raise AdminError(f"cannot sort by {key!r} (group, lag, secondsBehind, consumeTps, clients)")
+    return sorted(
+        shown, key=lambda r: (r[key] is None, r[key] if r[key] is not None else 0), reverse=descending
+    )
+
+
+async def group_detail(admin: AdminClient, group: str) -> dict[str, Any]:
+    """Per-queue progress, clients and subscriptions, and the subscription config per broker."""
+    info = await admin.cluster_info()
+    masters = info.master_addrs()
+    try:
+        stats = await admin.consume_stats(group)
+        queues = [q.to_json() for q in stats.queues]
+        tps, lag = stats.consume_tps, stats.total_lag
+    except AdminError as exc:
+        if exc.code != ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
+            raise
+        queues, tps, lag = [], 0.0, 0
+    try:
+        connection = (await admin.consumer_connections(group)).to_json()
+    except AdminError as exc:
+        if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
+            raise
+        connection = None
+    tables = await asyncio.gather(*(admin.subscription_groups(a) for a in masters.values()))
+    configs = {
+        name: table[group].to_json() for name, table in zip(masters, tables, strict=True) if group in table
+    }
+    if not queues and connection is None and not configs:
+        raise AdminError(
+            f"no consumer group {group!r} on any broker", code=ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+        )
+    return {
+        "group": group,
+        "totalLag": lag,
+        "consumeTps": tps,
+        "online": connection is not None,
+        "connection": connection,
+        "queues": queues,
+        "configs": configs,
+    }
+
+
+async def current_offsets(admin: AdminClient, group: str, topic: str) -> dict[MessageQueue, dict[str, int]]:
+    """Per queue of ``topic``: the group's committed offset and the queue's min and max."""
+    stats = await admin.topic_stats(topic)
+    committed: dict[MessageQueue, int] = {}
+    try:
+        for q in (await admin.consume_stats(group, topic)).queues:
+            committed[q.queue] = q.consumer_offset
+    except AdminError as exc:
+        if exc.code != ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
+            raise
+    return {
+        q.queue: {"min": q.min_offset, "max": q.max_offset, "current": committed.get(q.queue, -1)}
+        for q in stats.queues
+    }
+
+
+async def plan_reset(
+    admin: AdminClient, group: str, topic: str, mode: str, **how: Any
+) -> list[dict[str, Any]]:
+    """The per-queue change a reset would make: current offset, new offset, messages moved.
+
+    ``mode`` is ``timestamp`` (``timestamp`` ms), ``earliest``, ``latest`` or ``exact``
+    (``offsets``: {(brokerName, queueId): offset}, each within the queue's range).
+    """
+    now = await current_offsets(admin, group, topic)
+    if mode == "timestamp":
+        targets = await admin.offsets_by_time(topic, how["timestamp"])
+    elif mode == "earliest":
+        targets = {q: v["min"] for q, v in now.items()}
+    elif mode == "latest":
+        targets = {q: v["max"] for q, v in now.items()}
+    elif mode == "exact":
+        wanted = how["offsets"]
+        known = {(q.broker_name, q.queue_id): q for q in now}
+        unknown = sorted(set(wanted) - set(known))
+        if unknown:
+            raise AdminError(f"{topic} has no queue(s) {', '.join(f'{b}:{i}' for b, i in unknown)}")
+        targets = {known[key]: offset for key, offset in wanted.items()}
+        for q, offset in targets.items():
+            low, high = now[q]["min"], now[q]["max"]
+            if not low <= offset <= high:
+                raise AdminError(
+                    f"offset {offset} of {q.broker_name}:{q.queue_id} is outside [{low}, {high}]"
+                )
+    else:
+        raise AdminError(f"unknown reset mode {mode!r} (timestamp, earliest, latest, exact)")
+    plan = []
+    for q, new in sorted(targets.items()):
+        current = now.get(q, {}).get("current", -1)
+        plan.append(
+            {
+                "brokerName": q.broker_name,
+                "queueId": q.queue_id,
+                "currentOffset": current,
+                "newOffset": new,
+                "delta": new - max(current, 0),
+                "minOffset": now.get(q, {}).get("min"),
+                "maxOffset": now.get(q, {}).get("max"),
+            }
+        )
+    return plan
+
+
+async def apply_reset(
+    admin: AdminClient, group: str, topic: str, plan: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Carry out ``plan`` exactly (online consumers are told), then read back each queue's offset."""
+    wanted = {MessageQueue(topic, p["brokerName"], p["queueId"]): p["newOffset"] for p in plan}
+    await admin.reset_offsets_exactly(group, wanted)
+    after = await current_offsets(admin, group, topic)
+    result = []
+    for p in plan:
+        q = MessageQueue(topic, p["brokerName"], p["queueId"])
+        now = after.get(q, {}).get("current", -1)
+        result.append({**p, "resultOffset": now, "ok": now == p["newOffset"]})
+    return result
+
+
+async def impact(admin: AdminClient, group: str) -> dict[str, Any]:
+    """What deleting ``group`` would touch: its clients online and its lag."""
+    detail = await group_detail(admin, group)
+    clients = len(detail["connection"]["connectionSet"]) if detail["connection"] else 0
+    return {
+        "group": group,
+        "clientsOnline": clients,
+        "totalLag": detail["totalLag"],
+        "topics": sorted({q["topic"] for q in detail["queues"]}),
+        "safe": clients == 0,
+    }

@@ -1,0 +1,18 @@
+"""Route the consumer-group endpoints."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from console.groups import api
+
+app_name = "groups"
+
+base = "api/clusters/<slug:cluster>/groups/"
+urlpatterns = [
+    path(base, api.GroupList.as_view(), name="api-list"),
+    path(base + "<str:group>/", api.GroupDetail.as_view(), name="api-detail"),
+    path(base + "<str:group>/clients/<str:client_id>/", api.GroupClient.as_view(), name="api-client"),
+    path(base + "<str:group>/offsets/preview/", api.OffsetPreview.as_view(), name="api-offsets-preview"),
+    path(base + "<str:group>/offsets/reset/", api.OffsetReset_.as_view(), name="api-offsets-reset"),
+]
