@@ -179,6 +179,7 @@ INSTALLED_APPS = [
     "console.audit",
     "console.topics",
     "console.groups",
+    "console.messages",
     "nameserver",
 ]
 

@@ -677,12 +677,15 @@ class AdminClient(MessageOperations):
         if info.broker_by_addr(addr) is None:
             raise AdminError(
                 f"msgId {offset_msg_id} points at {addr}, which is no broker the nameservers know "
-                "(a client msgId? query it by unique key with its topic)"
+                "(a client msgId? query it by unique key with its topic)",
+                code=ResponseCode.QUERY_NOT_FOUND,
             )
         response = await self._invoke(addr, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset})
         messages = self._records(response)
         if not messages:
-            raise AdminError(f"{addr} has no message at offset {offset}", addr=addr)
+            raise AdminError(
+                f"{addr} has no message at offset {offset}", code=ResponseCode.QUERY_NOT_FOUND, addr=addr
+            )
         return messages[0]
 
     @staticmethod

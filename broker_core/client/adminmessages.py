@@ -160,6 +160,44 @@ class MessageOperations:
             offset = next_offset
         return messages
 
+    async def browse_queue(
+        self: AdminClient, addr: str, queue: MessageQueue, start: int, stop: int, max_messages: int
+    ) -> tuple[list[MessageExt], int]:
+        """Up to ``max_messages`` stored messages of ``queue`` from offset ``start`` (before
+        ``stop``), read with tool pulls that commit nothing; and the offset to go on from."""
+        messages: list[MessageExt] = []
+        offset = start
+        while offset < stop and len(messages) < max_messages:
+            fields = {
+                "consumerGroup": TOOLS_CONSUMER_GROUP,
+                "topic": queue.topic,
+                "queueId": queue.queue_id,
+                "queueOffset": offset,
+                "maxMsgNums": min(PULL_BATCH, stop - offset, max_messages - len(messages)),
+                "sysFlag": PULL_FLAG_SUBSCRIPTION,
+                "commitOffset": 0,
+                "suspendTimeoutMillis": 0,
+                "subscription": "*",
+                "subVersion": 0,
+            }
+            accept = (
+                ResponseCode.SUCCESS,
+                ResponseCode.PULL_NOT_FOUND,
+                ResponseCode.PULL_RETRY_IMMEDIATELY,
+                ResponseCode.PULL_OFFSET_MOVED,
+            )
+            response = await self._invoke(addr, RequestCode.PULL_MESSAGE, fields, accept=accept)
+            next_offset = int(response.ext_fields.get("nextBeginOffset") or offset)
+            if response.code == ResponseCode.SUCCESS:
+                got = [m for m in iter_records(response.body) if m.queue_offset < stop]
+                messages.extend(got)
+                if got:
+                    next_offset = got[-1].queue_offset + 1
+            if next_offset <= offset:
+                break
+            offset = next_offset
+        return messages, offset
+
     async def _each_queue(self: AdminClient, topic: str) -> list[tuple[str, MessageQueue]]:
         """(master address, queue) for every readable queue of ``topic``."""
         route = await self.topic_route(topic)

@@ -145,7 +145,7 @@ class TopicMessageSend(ClusterAPIView):
             sent = self.admin(
                 lambda admin: admin.send_message(
                     topic,
-                    data["body"].encode("utf-8"),
+                    data["bytes"],
                     tags=data["tags"],
                     keys=data["keys"],
                     properties=data["properties"],

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+
 from rest_framework import serializers
 
 TOPIC_NAME = r"^[%|a-zA-Z0-9_-]{1,127}$"
@@ -22,13 +25,27 @@ class TopicWrite(serializers.Serializer):
 class TestMessage(serializers.Serializer):
     """A message to send from the console."""
 
-    body = serializers.CharField(allow_blank=True, max_length=4 * 1024 * 1024, trim_whitespace=False)
+    body = serializers.CharField(allow_blank=True, max_length=6 * 1024 * 1024, trim_whitespace=False)
+    # "text" (sent as UTF-8) or "base64" (any bytes, e.g. a binary payload).
+    bodyEncoding = serializers.ChoiceField(choices=["text", "base64"], default="text")  # noqa: N815
     tags = serializers.CharField(required=False, allow_blank=True, default="", max_length=255)
     keys = serializers.CharField(required=False, allow_blank=True, default="", max_length=1024)
     properties = serializers.DictField(
         child=serializers.CharField(max_length=4096), required=False, default=dict
     )
     delayLevel = serializers.IntegerField(min_value=0, max_value=18, default=0)  # noqa: N815
+
+    def validate(self, data: dict) -> dict:
+        if data["bodyEncoding"] == "base64":
+            try:
+                data["bytes"] = base64.b64decode(data["body"], validate=True)
+            except (binascii.Error, ValueError):
+                raise serializers.ValidationError({"body": "not valid base64"}) from None
+        else:
+            data["bytes"] = data["body"].encode("utf-8")
+        if len(data["bytes"]) > 4 * 1024 * 1024:
+            raise serializers.ValidationError({"body": "larger than 4 MiB (maxMessageSize)"})
+        return data
 
     def validate_properties(self, value: dict[str, str]) -> dict[str, str]:
         for key, text in value.items():

@@ -1,0 +1,97 @@
+"""REST endpoints of messages, under ``/api/clusters/<cluster>/``."""
+
+from __future__ import annotations
+
+import time
+
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from broker_core.client.admin import DEFAULT_QUERY_MAX_NUM
+from broker_core.errors import AdminError
+from console.audit.services import audited
+from console.core.apiviews import ClusterAPIView, documented
+from console.messages import services
+
+MAX_PAGE = 500
+
+
+def _int_param(request: Request, name: str, default: int | None = None) -> int:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        if default is None:
+            raise AdminError(f"give {name}")
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise AdminError(f"{name} must be an integer, not {raw!r}") from None
+
+
+class TopicMessages(ClusterAPIView):
+    """GET ``?begin=&end=`` (epoch ms; default the last hour) ``&limit=`` (up to 500) or
+    ``?cursor=`` for the next page: messages with scan progress and an explicit ``truncated``."""
+
+    @documented("Browse a topic's messages by time (cursor paging)")
+    def get(self, request: Request, cluster: str, topic: str) -> Response:
+        now = int(time.time() * 1000)
+        limit = max(1, min(MAX_PAGE, _int_param(request, "limit", 50)))
+        cursor = request.query_params.get("cursor") or None
+        begin = _int_param(request, "begin", now - 3_600_000)
+        end = _int_param(request, "end", now)
+        page = self.admin(lambda admin: services.browse(admin, topic, begin, end, limit, cursor))
+        return Response(page)
+
+
+class MessagesByKey(ClusterAPIView):
+    """GET ``?topic=&key=`` (``&begin=&end=``): messages whose KEYS hold ``key``, from the index."""
+
+    @documented("Find messages by key")
+    def get(self, request: Request, cluster: str) -> Response:
+        topic, key = request.query_params.get("topic"), request.query_params.get("key")
+        if not topic or not key:
+            raise AdminError("give topic and key")
+        begin = _int_param(request, "begin", 0)
+        end = _int_param(request, "end", 2**63 - 1)
+        found = self.admin(lambda admin: admin.query_by_key(topic, key, begin_ms=begin, end_ms=end))
+        rows = [services.summary(m) for m in found]
+        # The index answers at most DEFAULT_QUERY_MAX_NUM per broker: say when that bound was hit.
+        return Response(
+            {"topic": topic, "key": key, "messages": rows, "truncated": len(rows) >= DEFAULT_QUERY_MAX_NUM}
+        )
+
+
+class MessageDetail(ClusterAPIView):
+    """GET: one message (offset msgId, or client msgId with ``?topic=``): properties, body as
+    text / JSON / hex (``?charset=``), and which groups consumed it."""
+
+    @documented("One message, its body views and its consumption by group")
+    def get(self, request: Request, cluster: str, msg_id: str) -> Response:
+        topic = request.query_params.get("topic")
+        charset = request.query_params.get("charset", "utf-8")
+
+        async def look(admin):  # type: ignore[no-untyped-def]
+            msg = await services.find(admin, msg_id, topic)
+            track = await admin.message_track(msg.msg_id)
+            return msg, track
+
+        msg, track = self.admin(look)
+        return Response({**services.detail(msg, charset), "consumedBy": [t.to_json() for t in track]})
+
+
+class MessageResend(ClusterAPIView):
+    """POST ``{group, clientId}``: have that online consumer of the group consume the message now."""
+
+    @documented("Resend a message to one consumer of a group")
+    def post(self, request: Request, cluster: str, msg_id: str) -> Response:
+        group, client_id = request.data.get("group"), request.data.get("clientId")
+        if not isinstance(group, str) or not group or not isinstance(client_id, str) or not client_id:
+            raise AdminError("give group and clientId (an online consumer of the group)")
+        with audited(request, "message.resend", self.cluster.name, f"{msg_id} -> {group}") as audit:
+            result = self.admin(lambda admin: admin.consume_message_directly(group, client_id, msg_id))
+            audit.after = result
+        return Response(
+            {"msgId": msg_id, "group": group, "clientId": client_id, "result": result},
+            status=status.HTTP_200_OK,
+        )

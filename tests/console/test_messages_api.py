@@ -1,0 +1,115 @@
+"""Messages over REST against a real broker: browse by time with a cursor (progress and an
+explicit truncated marker), by key, by id; body views; consumption by group."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.test import Client
+
+from .conftest import Servers
+
+pytestmark = pytest.mark.django_db
+
+TOPIC = "MsgTopic"
+API = "/api/clusters/default/"
+
+
+@pytest.fixture
+def stored(on_servers: Servers, personas: dict[str, Client]) -> dict[str, object]:
+    """25 messages in MsgTopic (4 queues): 23 text, one JSON, one binary-looking."""
+    op = personas["operator"]
+    if op.get(API + f"topics/{TOPIC}/").status_code == 404:
+        body = {"name": TOPIC, "readQueueNums": 4, "writeQueueNums": 4}
+        op.post(API + "topics/", body, content_type="application/json")
+    begin = int(time.time() * 1000) - 1
+    sent = []
+    for i in range(23):
+        body = {"body": f"text {i}", "keys": f"order-{i % 5}", "tags": "T"}
+        sent.append(op.post(API + f"topics/{TOPIC}/messages/", body, content_type="application/json").json())
+    sent.append(
+        op.post(
+            API + f"topics/{TOPIC}/messages/", {"body": '{"a": 1, "b": [2]}'}, content_type="application/json"
+        ).json()
+    )
+    sent.append(
+        op.post(
+            API + f"topics/{TOPIC}/messages/",
+            {"body": "AAFiaW4=", "bodyEncoding": "base64"},
+            content_type="application/json",
+        ).json()
+    )
+    return {"begin": begin, "end": int(time.time() * 1000) + 1, "sent": sent}
+
+
+def test_browsing_by_time_pages_with_a_cursor_and_never_stops_silently(
+    stored: dict[str, object], personas: dict[str, Client]
+) -> None:
+    url = API + f"topics/{TOPIC}/browse/?begin={stored['begin']}&end={stored['end']}&limit=10"
+    seen, pages, page = [], 0, personas["viewer"].get(url).json()
+    while True:
+        pages += 1
+        seen += [m["msgId"] for m in page["messages"]]
+        assert page["total"] >= 25 and 0 <= page["progress"] <= 1
+        if not page["truncated"]:
+            assert page["cursor"] is None and page["progress"] == 1.0
+            break
+        assert page["cursor"] and len(page["messages"]) == 10
+        page = personas["viewer"].get(API + f"topics/{TOPIC}/browse/?cursor={page['cursor']}&limit=10").json()
+    offset_ids = {s["offsetMsgId"] for s in stored["sent"]}  # type: ignore[union-attr]
+    assert offset_ids <= set(seen) and len(seen) == len(set(seen)) and pages >= 3
+    bad = personas["viewer"].get(API + f"topics/{TOPIC}/browse/?cursor=garbage")
+    assert bad.status_code == 400 and "cursor" in bad.json()["detail"]
+    assert personas["viewer"].get(API + f"topics/{TOPIC}/browse/?begin=10&end=5").status_code == 400
+    assert personas["outsider"].get(url).status_code == 403
+
+
+def test_lookup_by_key_and_by_either_id(stored: dict[str, object], personas: dict[str, Client]) -> None:
+    found = personas["viewer"].get(API + f"messages/by-key/?topic={TOPIC}&key=order-3").json()
+    assert len(found["messages"]) >= 4 and all("order-3" in m["keys"] for m in found["messages"])
+    assert found["truncated"] is False
+    first = stored["sent"][0]  # type: ignore[index]
+    by_offset_id = personas["viewer"].get(API + f"messages/{first['offsetMsgId']}/").json()
+    by_client_id = personas["viewer"].get(API + f"messages/{first['msgId']}/?topic={TOPIC}").json()
+    assert by_offset_id["msgId"] == by_client_id["msgId"] == first["offsetMsgId"]
+    assert by_offset_id["properties"]["UNIQ_KEY"] == first["msgId"]
+    assert by_offset_id["body"]["text"] == "text 0" and not by_offset_id["body"]["binary"]
+    assert by_offset_id["body"]["charset"] == "utf-8" and by_offset_id["body"]["hex"] == b"text 0".hex()
+    assert personas["viewer"].get(API + "messages/by-key/?topic=x").status_code == 400
+    assert personas["viewer"].get(API + "messages/00000000000000000000000000000000/").status_code == 404
+    assert personas["viewer"].get(API + "messages/not-an-id/").status_code == 400
+
+
+def test_bodies_show_as_json_or_marked_binary(stored: dict[str, object], personas: dict[str, Client]) -> None:
+    json_msg, bin_msg = stored["sent"][-2], stored["sent"][-1]  # type: ignore[index]
+    as_json = personas["viewer"].get(API + f"messages/{json_msg['offsetMsgId']}/").json()["body"]
+    assert as_json["json"] == '{\n  "a": 1,\n  "b": [\n    2\n  ]\n}'
+    as_bin = personas["viewer"].get(API + f"messages/{bin_msg['offsetMsgId']}/").json()["body"]
+    assert as_bin["binary"] is True and as_bin["text"] is None and as_bin["hex"].startswith("0001")
+    latin = (
+        personas["viewer"].get(API + f"messages/{json_msg['offsetMsgId']}/?charset=latin-1").json()["body"]
+    )
+    assert latin["charset"] == "latin-1"
+
+
+def test_a_message_says_which_groups_consumed_it(
+    stored: dict[str, object], personas: dict[str, Client]
+) -> None:
+    first = stored["sent"][0]  # type: ignore[index]
+    detail = personas["viewer"].get(API + f"messages/{first['offsetMsgId']}/").json()
+    assert isinstance(detail["consumedBy"], list)
+    assert (
+        personas["viewer"]
+        .post(
+            API + f"messages/{first['offsetMsgId']}/resend/",
+            {"group": "g", "clientId": "c"},
+            content_type="application/json",
+        )
+        .status_code
+        == 403
+    )
+    missing = personas["operator"].post(
+        API + f"messages/{first['offsetMsgId']}/resend/", {}, content_type="application/json"
+    )
+    assert missing.status_code == 400
