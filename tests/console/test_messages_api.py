@@ -8,6 +8,8 @@ import time
 import pytest
 from django.test import Client
 
+from tests.servers import wait_for
+
 from .conftest import Servers
 
 pytestmark = pytest.mark.django_db
@@ -23,6 +25,11 @@ def stored(on_servers: Servers, personas: dict[str, Client]) -> dict[str, object
     if op.get(API + f"topics/{TOPIC}/").status_code == 404:
         body = {"name": TOPIC, "readQueueNums": 4, "writeQueueNums": 4}
         op.post(API + "topics/", body, content_type="application/json")
+
+    def stored_count() -> int:
+        return personas["viewer"].get(API + f"topics/{TOPIC}/").json()["totalMessages"]
+
+    already = stored_count()
     begin = int(time.time() * 1000) - 1
     sent = []
     for i in range(23):
@@ -40,6 +47,8 @@ def stored(on_servers: Servers, personas: dict[str, Client]) -> dict[str, object
             content_type="application/json",
         ).json()
     )
+    # The consume queues are written just after each send is acknowledged: wait for all 25.
+    wait_for(lambda: stored_count() >= already + 25, 10, "the messages in their queues")
     return {"begin": begin, "end": int(time.time() * 1000) + 1, "sent": sent}
 
 

@@ -9,6 +9,7 @@ import pytest
 from django.test import Client
 
 from console.audit.models import AuditEntry
+from tests.servers import wait_for
 
 from .conftest import Servers
 
@@ -74,7 +75,12 @@ def test_a_topic_shows_its_route_queues_and_takes_test_messages(
         .status_code
         == 403
     )
-    detail = personas["viewer"].get(BASE + "Payments/").json()
+    # The consume queue is written just after the send is acknowledged: wait for it.
+    detail = wait_for(
+        lambda: (d := personas["viewer"].get(BASE + "Payments/").json())["totalMessages"] and d,
+        10,
+        "the message",
+    )
     assert detail["type"] == "NORMAL" and detail["totalMessages"] == 1
     (queue,) = [q for q in detail["queues"] if q["messages"]]
     assert queue["queueId"] == msg["queueId"] and queue["earliestStoreTimestamp"] >= before
@@ -93,6 +99,7 @@ def test_deleting_needs_the_admin_role_and_a_confirmation_after_the_impact(
         BASE + "Doomed/messages/", {"body": "last words"}, content_type="application/json"
     )
     assert personas["operator"].delete(BASE + "Doomed/").status_code == 403
+    wait_for(lambda: personas["viewer"].get(BASE + "Doomed/").json()["totalMessages"], 10, "the message")
     check = personas["admin"].delete(BASE + "Doomed/")
     assert check.status_code == 409 and check.json()["impact"]["messages"] == 1
     assert personas["viewer"].get(BASE + "Doomed/impact/").json()["safe"] is False
