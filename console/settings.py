@@ -261,6 +261,8 @@ REST_FRAMEWORK = {
     # Broker refusals become 4xx/5xx with the broker's code and remark (console/core/api_errors.py).
     "EXCEPTION_HANDLER": "console.core.api_errors.handle",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # ``?format=`` belongs to our endpoints (exports choose csv or jsonl with it).
+    "URL_FORMAT_OVERRIDE": None,
 }
 
 # The OpenAPI schema at /api/schema/ and interactive docs at /api/docs/, served from the

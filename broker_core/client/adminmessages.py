@@ -28,6 +28,7 @@ from broker_core.messagequeue import MessageQueue
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.store.message import (
     PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
     PROPERTY_RETRY_TOPIC,
@@ -51,6 +52,26 @@ DEFAULT_BROWSE_LIMIT = 2_000
 _SEND_TURN = itertools.count()
 _IDS = UniqueIdGenerator(local_ip())
 _NOT_RESENT = frozenset({PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID})
+# What a republished dead letter does not carry over: the broker's and the retry path's
+# bookkeeping, and the ids the new message gets afresh.
+_NOT_REPUBLISHED = frozenset(
+    {
+        *_NOT_RESENT,
+        "TAGS",
+        "KEYS",
+        PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+        PROPERTY_RETRY_TOPIC,
+        "WAIT",
+        "MIN_OFFSET",
+        "MAX_OFFSET",
+        "ORIGIN_MESSAGE_ID",
+        "RECONSUME_TIME",
+        "MAX_RECONSUME_TIMES",
+        "CLUSTER",
+        "TRACE_ON",
+        "CONSUME_START_TIME",
+    }
+)
 
 
 class TrackType(enum.Enum):
@@ -388,6 +409,37 @@ class MessageOperations:
             except AdminError as exc:
                 outcomes.append(ResendOutcome(msg_id, False, str(exc)))
         return outcomes
+
+    async def republish_dead_letter(
+        self: AdminClient, offset_msg_id: str, topic: str | None = None
+    ) -> ResendOutcome:
+        """Send a dead letter (or any stored message) again as a new message of its original
+        topic (``RETRY_TOPIC``, where the DLQ keeps it), or of ``topic``: every consumer of
+        that topic gets it, whether or not one is online now.
+
+        The target must exist and be writable.  Body, tags, keys and user properties are
+        kept; the broker's bookkeeping properties are not, and the copy gets a new client
+        msgId (``ORIGIN_MESSAGE_ID`` names the dead letter).
+        """
+        msg = await self.view_message(offset_msg_id)
+        target = topic or msg.properties.get(PROPERTY_RETRY_TOPIC) or ""
+        if not target or target.startswith(("%DLQ%", "%RETRY%")):
+            raise AdminError(
+                f"message {offset_msg_id} names no original topic to send it back to; choose one"
+            )
+        props = {k: v for k, v in msg.properties.items() if k not in _NOT_REPUBLISHED}
+        props[PROPERTY_ORIGIN_MESSAGE_ID] = msg.msg_id
+        sent = await self.send_message(
+            target,
+            msg.body,
+            tags=msg.properties.get("TAGS", ""),
+            keys=msg.properties.get("KEYS", ""),
+            properties=props,
+        )
+        detail = (
+            f"{target}@{sent['brokerName']}:{sent['queueId']} offset {sent['queueOffset']} as {sent['msgId']}"
+        )
+        return ResendOutcome(offset_msg_id, True, detail)
 
     async def _resend_one(self: AdminClient, group: str, msg_id: str) -> ResendOutcome:
         msg = await self.view_message(msg_id)

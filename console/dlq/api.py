@@ -1,7 +1,12 @@
-"""REST endpoints of the DLQ: start a bulk resend (a long task the client then follows)."""
+"""REST endpoints of the DLQ: browse a group's dead letters, export them, and re-publish
+them to their original topic as a long task the client then follows."""
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
+from django.http import HttpResponse
 from redis.exceptions import RedisError
 from rest_framework import status
 from rest_framework.permissions import IsAdminUser
@@ -10,15 +15,44 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from console.core.apiviews import documented
+from broker_core.errors import AdminError
+from console.audit.services import audited
+from console.core.access import allowed
+from console.core.apiviews import ClusterAPIView, documented
+from console.core.brokers import admin_call
 from console.core.longtasks import launch
-from console.dlq.serializers import ResendRequest
+from console.dlq import services
+from console.dlq.serializers import GroupResendRequest, ResendRequest
 from console.dlq.tasks import long_resend_dlq
-from nameserver.clusters import find_cluster
+from nameserver.clusters import ClusterRef, find_cluster
+
+
+def start_resend(request: Request, cluster: ClusterRef, group: str, ids: list[str], target: str) -> Response:
+    """Validate the target topic (when one is named), queue the resend, answer 202 with the task."""
+    if target:
+        admin_call(
+            cluster.namesrv_addr, lambda admin: admin.topic_route(target)
+        )  # 404 when it does not exist
+    ids = list(dict.fromkeys(ids))  # each message once, in the order given
+    params = {"namesrv_addr": cluster.namesrv_addr, "group": group, "msg_ids": ids, "target_topic": target}
+    title = (
+        f"Resend {len(ids)} dead letter(s) of {group} to {target or 'their original topic'} ({cluster.name})"
+    )
+    with audited(request, "dlq.resend", cluster.name, group) as audit:
+        try:
+            row = launch(long_resend_dlq, "dlq_resend", title, request.user, params)
+        except (RedisError, OSError) as exc:
+            audit.after = {"queued": False}
+            return Response(
+                {"error": "queue_unavailable", "detail": f"the task could not be queued: {exc}"}, status=503
+            )
+        audit.after = {"task": str(row.id), "messages": len(ids), "target": target or "original"}
+    url = reverse("core:api-task", args=[row.id], request=request)
+    return Response({"taskId": str(row.id), "url": url}, status=status.HTTP_202_ACCEPTED)
 
 
 class Resend(APIView):
-    """POST {group, msgIds, cluster?}: queue the resend; 202 with the task to follow."""
+    """POST {group, msgIds, cluster?, targetTopic?} (staff): queue the resend; 202 with the task."""
 
     permission_classes = [IsAdminUser]
 
@@ -31,14 +65,73 @@ class Resend(APIView):
             cluster = find_cluster(data["cluster"])
         except LookupError as exc:
             return Response({"error": "not_found", "detail": str(exc)}, status=status.HTTP_404_NOT_FOUND)
-        ids = list(dict.fromkeys(data["msgIds"]))  # each message once, in the order given
-        params = {"namesrv_addr": cluster.namesrv_addr, "group": data["group"], "msg_ids": ids}
-        title = f"Resend {len(ids)} DLQ message(s) of {data['group']} ({cluster.name})"
-        try:
-            row = launch(long_resend_dlq, "dlq_resend", title, request.user, params)
-        except (RedisError, OSError) as exc:
+        return start_resend(request, cluster, data["group"], data["msgIds"], data.get("targetTopic", ""))
+
+
+class GroupDlqResend(ClusterAPIView):
+    """POST ``{msgIds, targetTopic?}``: re-publish the group's dead letters (operators)."""
+
+    @documented("Resend a group's dead letters (a long task)", request=GroupResendRequest)
+    def post(self, request: Request, cluster: str, group: str) -> Response:
+        form = GroupResendRequest(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        return start_resend(request, self.cluster, group, data["msgIds"], data.get("targetTopic", ""))
+
+
+def _int(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise AdminError(f"{name} must be an integer, not {raw!r}") from None
+
+
+class GroupDlq(ClusterAPIView):
+    """GET: a page of the group's dead letters (``?kind=retry`` for its retry queue), with
+    ``begin``/``end`` (epoch ms, default the last 3 days), ``cursor``, ``limit``, ``tag``, ``key``."""
+
+    @documented("Browse a group's DLQ or retry messages")
+    def get(self, request: Request, cluster: str, group: str) -> Response:
+        kind = request.query_params.get("kind", "dlq")
+        if kind not in ("dlq", "retry"):
+            raise AdminError("kind is dlq or retry")
+        now = int(time.time() * 1000)
+        begin = _int(request, "begin", now - 3 * 86_400_000)
+        end = _int(request, "end", now)
+        limit = max(1, min(500, _int(request, "limit", 50)))
+        tag, key = request.query_params.get("tag", ""), request.query_params.get("key", "")
+        cursor = request.query_params.get("cursor") or None
+        page = self.admin(
+            lambda admin: services.browse(admin, group, kind, begin, end, limit, cursor, tag, key)
+        )
+        return Response(page)
+
+
+class GroupDlqExport(ClusterAPIView):
+    """GET ``?format=csv|jsonl``: the group's dead letters with bodies (base64) and properties.
+    Needs the export grant; at most 10,000 per file (``X-Quiver-Truncated: true`` when more)."""
+
+    @documented("Export a group's dead letters (CSV or JSON lines)")
+    def get(self, request: Request, cluster: str, group: str) -> Any:
+        if not allowed(request.user, cluster, "export"):
             return Response(
-                {"error": "queue_unavailable", "detail": f"the task could not be queued: {exc}"}, status=503
+                {"error": "permission_denied", "detail": "exporting needs the export grant"}, status=403
             )
-        url = reverse("core:api-task", args=[row.id], request=request)
-        return Response({"taskId": str(row.id), "url": url}, status=status.HTTP_202_ACCEPTED)
+        fmt = request.query_params.get("format", "jsonl")
+        if fmt not in ("csv", "jsonl"):
+            raise AdminError("format is csv or jsonl")
+        kind = request.query_params.get("kind", "dlq")
+        if kind not in ("dlq", "retry"):
+            raise AdminError("kind is dlq or retry")
+        begin, end = _int(request, "begin", 0), _int(request, "end", int(time.time() * 1000))
+        with audited(request, "dlq.export", self.cluster.name, f"{group} ({kind})") as audit:
+            rows, truncated = self.admin(lambda admin: services.export_rows(admin, group, kind, begin, end))
+            audit.after = {"messages": len(rows), "truncated": truncated, "format": fmt}
+        body = services.as_csv(rows) if fmt == "csv" else services.as_jsonl(rows)
+        response = HttpResponse(body, content_type="text/csv" if fmt == "csv" else "application/x-ndjson")
+        response["Content-Disposition"] = f'attachment; filename="{group}-{kind}.{fmt}"'
+        response["X-Quiver-Truncated"] = "true" if truncated else "false"
+        return response

@@ -13,9 +13,15 @@ from console.core.longtasks import Progress
 
 @shared_task(bind=True, name="console.dlq.tasks.long_resend_dlq", ignore_result=False, track_started=True)
 def long_resend_dlq(
-    self: Task, namesrv_addr: str, group: str, msg_ids: list[str], long_task_id: str = ""
+    self: Task,
+    namesrv_addr: str,
+    group: str,
+    msg_ids: list[str],
+    target_topic: str = "",
+    long_task_id: str = "",
 ) -> dict[str, Any]:
-    """Send ``msg_ids`` (offset msgIds) of ``group``'s DLQ back to it, one at a time.
+    """Re-publish ``msg_ids`` (offset msgIds of ``group``'s dead letters) to their original
+    topic (or ``target_topic``), one at a time: no consumer needs to be online.
 
     Each message succeeds or fails on its own; the result lists every outcome.
     """

@@ -17,6 +17,7 @@ from broker_core.client.message import Message
 from broker_core.client.producer.producer import Producer
 from broker_core.store.message import MessageExt
 from console.core.brokers import admin_call
+from console.core.models import ClusterAccess
 
 from .conftest import Platform, wait_for
 
@@ -57,6 +58,7 @@ def test_a_bulk_dlq_resend_runs_as_a_task_with_progress_and_outcomes(
     bodies = [f"dead-{i}".encode() for i in range(6)]
     listener = FailFirst()
     staff = get_user_model().objects.create_user("ops", password="pw-ops-123", is_staff=True)
+    ClusterAccess.objects.create(user=staff, cluster="*", role="operator", can_export=True)
     client = Client()
     client.force_login(staff)
     with platform.broker("broker-dlq", autoCreateTopicEnable="true") as (_proc, _addr):
@@ -87,6 +89,16 @@ def test_a_bulk_dlq_resend_runs_as_a_task_with_progress_and_outcomes(
 
             dead = wait_for(dead_letters, 30, "the dead letters")
             assert all(listener.times(b) == 1 for b in bodies), "nothing comes back from the DLQ by itself"
+            page = client.get(f"/api/clusters/default/groups/{GROUP}/dlq/?begin={begin}").json()
+            assert sorted(m["msgId"] for m in page["messages"]) == sorted(m.msg_id for m in dead)
+            assert page["truncated"] is False
+            export = client.get(f"/api/clusters/default/groups/{GROUP}/dlq/export/?format=csv&begin={begin}")
+            assert export.status_code == 200, export.content
+            lines = export.content.decode().splitlines()
+            assert export["X-Quiver-Truncated"] == "false" and len(lines) == 1 + len(bodies)
+            assert lines[0].startswith("msgId,uniqKey,originalTopic") and all(
+                f",{TOPIC}," in x for x in lines[1:]
+            )
             unknown = "7F00000100002A9F00000000DEADBEEF"
             ids = [m.msg_id for m in dead] + [unknown]
             response = client.post(
