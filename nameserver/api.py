@@ -124,3 +124,11 @@ class Health(ClusterAPIView):
     def get(self, request: Request, cluster: str) -> Response:
         checks = self.admin(services.health_checks)
         return Response({"cluster": self.cluster.name, "ok": all(c["ok"] for c in checks), "checks": checks})
+
+
+class Schedule(ClusterAPIView):
+    """GET: delayed messages waiting per delay level (next due) and pending half messages (age)."""
+
+    @documented("Delayed backlog per level and pending transactional half messages")
+    def get(self, request: Request, cluster: str) -> Response:
+        return Response({"cluster": self.cluster.name, **self.admin(services.schedule_rows)})

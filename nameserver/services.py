@@ -117,3 +117,20 @@ async def health_checks(admin: AdminClient) -> list[dict[str, Any]]:
             }
         )
     return checks
+
+
+async def schedule_rows(admin: AdminClient) -> dict[str, Any]:
+    """Per master: the delay levels' backlog with next due times, and pending half messages
+    with their age (a broker that does not answer is named, its figures unknown)."""
+    info = await admin.cluster_info()
+    masters = info.master_addrs()
+    answers = await asyncio.gather(
+        *(admin.schedule_status(a) for a in masters.values()), return_exceptions=True
+    )
+    brokers = []
+    for (name, addr), answer in zip(masters.items(), answers, strict=True):
+        if isinstance(answer, BaseException):
+            brokers.append({"brokerName": name, "addr": addr, "error": f"{addr} did not answer: {answer}"})
+        else:
+            brokers.append({"brokerName": name, "addr": addr, "error": None, **answer})
+    return {"brokers": brokers}

@@ -18,4 +18,5 @@ urlpatterns = [
         name="api-broker-config",
     ),
     path("api/clusters/<slug:cluster>/health/", api.Health.as_view(), name="api-health"),
+    path("api/clusters/<slug:cluster>/schedule/", api.Schedule.as_view(), name="api-schedule"),
 ]

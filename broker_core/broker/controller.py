@@ -234,6 +234,7 @@ class BrokerController:
         server.register(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, stats.consumed_by_who)
         server.register(RequestCode.GET_ALL_CONSUMER_OFFSET, stats.all_consumer_offsets)
         server.register(RequestCode.QUIVER_GET_OFFSET_SNAPSHOT, stats.offset_snapshot)
+        server.register(RequestCode.QUIVER_GET_SCHEDULE_STATUS, stats.schedule_status)
         connections = ConnectionProcessor(self)
         server.register(RequestCode.GET_CONSUMER_CONNECTION_LIST, connections.consumer_connections)
         server.register(RequestCode.GET_PRODUCER_CONNECTION_LIST, connections.producer_connections)

@@ -182,6 +182,40 @@ class TransactionService:
             offset = result.next_begin_offset
         return sent
 
+    def pending(self, limit: int = 1000) -> tuple[list[dict[str, object]], int]:
+        """Half messages not yet committed or rolled back (at most ``limit``, oldest first),
+        with their age and check-backs sent; and how many are pending in all."""
+        store = self._store
+        now = self.broker.clock_ms()
+        rows: list[dict[str, object]] = []
+        total = 0
+        offset = store.get_min_offset_in_queue(RMQ_SYS_TRANS_HALF_TOPIC, 0)
+        while True:
+            result = store.get_message(RMQ_SYS_TRANS_HALF_TOPIC, 0, offset, 32)
+            if not result.messages:
+                break
+            for queue_offset, raw in zip(result.queue_offsets, result.messages, strict=False):
+                if queue_offset in self.resolved:
+                    continue
+                total += 1
+                msg = self._decode(raw)
+                if msg is None or len(rows) >= limit:
+                    continue
+                rows.append(
+                    {
+                        "queueOffset": queue_offset,
+                        "msgId": msg.msg_id,
+                        "uniqKey": msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                        "topic": msg.properties.get(PROPERTY_REAL_TOPIC, msg.topic),
+                        "producerGroup": msg.properties.get(PROPERTY_PRODUCER_GROUP, ""),
+                        "storeTimestamp": msg.store_timestamp,
+                        "ageMs": max(0, now - msg.store_timestamp),
+                        "checkBacks": self.checks.get(queue_offset, 0),
+                    }
+                )
+            offset = result.next_begin_offset
+        return rows, total
+
     @staticmethod
     def _decode(raw: bytes) -> MessageExt | None:
         from broker_core.store.message import RecordFormatError, decode_record

@@ -782,6 +782,11 @@ class AdminClient(MessageOperations):
         response = await self._invoke(broker_addr, RequestCode.QUIVER_GET_OFFSET_SNAPSHOT)
         return OffsetSnapshot.from_json(self._json(response, "offset snapshot"))
 
+    async def schedule_status(self, broker_addr: str) -> dict[str, Any]:
+        """Delayed messages waiting per level (next due time) and pending half messages (age)."""
+        response = await self._invoke(broker_addr, RequestCode.QUIVER_GET_SCHEDULE_STATUS)
+        return dict(self._json(response, "schedule status"))
+
 
 def _malformed_answers_are_admin_errors(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
     """Turn an answer of the wrong shape (a field missing or of the wrong type, which

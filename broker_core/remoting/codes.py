@@ -129,6 +129,9 @@ class RequestCode(IntEnum):
     # Every queue's consumer and broker offsets plus the traffic totals, in one answer: the
     # platform's offset-history snapshot (one call per broker, however many groups).
     QUIVER_GET_OFFSET_SNAPSHOT = 90003
+    # Delayed messages waiting per delay level (with the next due time) and the pending
+    # half messages of transactions (with their age): what RocketMQ hides in system topics.
+    QUIVER_GET_SCHEDULE_STATUS = 90004
 
 
 class ResponseCode(IntEnum):

@@ -7,6 +7,7 @@ from django.test import Client
 
 from console.audit.models import AuditEntry
 from nameserver.models import Cluster
+from tests.servers import wait_for
 
 from .conftest import Servers
 
@@ -104,3 +105,72 @@ def test_the_openapi_schema_and_docs_are_served_without_a_cdn(personas: dict[str
     docs = personas["viewer"].get("/api/docs/")
     assert docs.status_code == 200
     assert b"cdn" not in docs.content.lower() and b"swagger-ui" in docs.content
+
+
+class Undecided:
+    """A transaction listener that never decides: its half messages stay pending."""
+
+    def execute_local_transaction(self, msg: object, arg: object) -> object:
+        from broker_core.client.producer.transaction import LocalTransactionState
+
+        return LocalTransactionState.UNKNOW
+
+    def check_local_transaction(self, msg: object) -> object:
+        from broker_core.client.producer.transaction import LocalTransactionState
+
+        return LocalTransactionState.UNKNOW
+
+
+def test_the_delayed_backlog_and_pending_half_messages_are_shown(
+    on_servers: Servers, personas: dict[str, Client]
+) -> None:
+    from broker_core.client.message import Message
+    from broker_core.client.producer.transaction import TransactionProducer
+
+    op = personas["operator"]
+    op.post("/api/clusters/default/topics/", {"name": "Later"}, content_type="application/json")
+    sent = op.post(
+        "/api/clusters/default/topics/Later/messages/",
+        {"body": "in 2 h", "delayLevel": 18},
+        content_type="application/json",
+    )
+    assert sent.status_code == 201
+    producer = TransactionProducer(
+        "tx-producers", on_servers.namesrv_addr, transaction_listener=Undecided()
+    ).start()
+    try:
+        producer.send_message_in_transaction(Message("Later", b"undecided"))
+    finally:
+        producer.shutdown()
+
+    def status() -> dict:
+        (broker,) = personas["viewer"].get("/api/clusters/default/schedule/").json()["brokers"]
+        return broker if broker["pendingHalfMessages"] and broker["delayLevels"][17]["waiting"] else {}
+
+    broker = wait_for(status, 10, "the delayed and half messages")
+    level = broker["delayLevels"][17]
+    assert level["level"] == 18 and level["delayMs"] == 7_200_000
+    assert level["nextDueMs"] - broker["timestampMs"] > 7_000_000
+    (half,) = [h for h in broker["halfMessages"] if h["producerGroup"] == "tx-producers"]
+    assert half["topic"] == "Later" and half["ageMs"] >= 0
+    assert personas["outsider"].get("/api/clusters/default/schedule/").status_code == 403
+
+
+def test_the_audit_log_is_searchable_and_scoped(on_servers: Servers, personas: dict[str, Client]) -> None:
+    personas["operator"].post(
+        "/api/clusters/default/topics/", {"name": "AuditMe"}, content_type="application/json"
+    )
+    personas["admin"].post(
+        "/api/clusters/", {"name": "west", "namesrv_addr": "10.1.1.1:9876"}, content_type="application/json"
+    )
+    mine = personas["viewer"].get("/api/audit/?target=AuditMe").json()
+    assert [r["action"] for r in mine["results"]] == ["topic.create"] and mine["results"][0][
+        "user"
+    ] == "operator"
+    # Rows are scoped by cluster: the viewer may view every cluster, the outsider none.
+    assert personas["viewer"].get("/api/audit/?action=cluster.create").json()["count"] == 1
+    assert personas["outsider"].get("/api/audit/").json()["count"] == 0
+    assert personas["viewer"].get("/api/audit/?since=yesterday").status_code == 400
+    page = personas["viewer"].get("/audit/?target=AuditMe")
+    assert page.status_code == 200 and b"topic.create" in page.content
+    assert personas["anonymous"].get("/audit/").status_code == 302

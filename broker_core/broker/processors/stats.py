@@ -165,6 +165,28 @@ class StatsProcessor:
         }
         return request.response(body=orjson.dumps(body))
 
+    def schedule_status(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        """QUIVER_GET_SCHEDULE_STATUS: the delay levels' backlog and the pending half messages."""
+        now = self.broker.clock_ms()
+        levels = [
+            {
+                "level": row["level"],
+                "delayMs": row["delay_ms"],
+                "waiting": row["waiting"],
+                "nextDueMs": row["next_due_ms"],
+            }
+            for row in self._store.schedule.backlog(now)
+        ]
+        assert self.broker.transactions is not None
+        half, pending = self.broker.transactions.pending()
+        body = {
+            "timestampMs": now,
+            "delayLevels": levels,
+            "halfMessages": half,
+            "pendingHalfMessages": pending,
+        }
+        return request.response(body=orjson.dumps(body))
+
     def runtime_info(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
         """RocketMQ's runtime KVTable (all values strings), plus the maintenance jobs' last runs."""
         return request.response(body=orjson.dumps({"table": self.runtime_table()}))

@@ -1,0 +1,33 @@
+"""The audit page: every change made through the console, searchable."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from console.audit.models import AuditEntry
+from console.core.access import allowed
+
+
+@login_required
+@require_GET
+def audit_log(request: HttpRequest) -> HttpResponse:
+    """Newest first, filtered by the form's fields; rows of clusters the user may view."""
+    rows = AuditEntry.objects.all()
+    query = {k: request.GET.get(k, "").strip() for k in ("user", "action", "target", "result")}
+    if query["user"]:
+        rows = rows.filter(username=query["user"])
+    if query["action"]:
+        rows = rows.filter(action__startswith=query["action"])
+    if query["target"]:
+        rows = rows.filter(target__icontains=query["target"])
+    if query["result"]:
+        rows = rows.filter(result=query["result"])
+    shown = [
+        r
+        for r in rows[:500]
+        if request.user.is_superuser or (r.cluster and allowed(request.user, r.cluster, "view"))
+    ]
+    return render(request, "audit/list.html", {"rows": shown[:200], "query": query})
