@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
 
-websocket_urlpatterns: list[URLPattern | URLResolver] = []
+from nameserver.consumers import ClusterLive
+
+websocket_urlpatterns: list[URLPattern | URLResolver] = [
+    path("ws/clusters/<slug:cluster>/live/", ClusterLive.as_asgi()),
+]

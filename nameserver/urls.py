@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from django.urls import path
 
-from nameserver import api
+from nameserver import api, views
 
 app_name = "nameserver"
 
 urlpatterns = [
+    path("clusters/", views.clusters, name="clusters"),
+    path("clusters/<slug:cluster>/", views.dashboard, name="dashboard"),
     path("api/clusters/", api.ClusterList.as_view(), name="api-clusters"),
     path("api/clusters/<slug:cluster>/", api.ClusterDetail.as_view(), name="api-cluster"),
     path("api/clusters/<slug:cluster>/brokers/", api.BrokerList.as_view(), name="api-brokers"),

@@ -1,24 +1,19 @@
-"""Route the DLQ endpoints."""
+"""Route the DLQ page and endpoints."""
 
 from __future__ import annotations
 
 from django.urls import path
 
-from console.dlq import api
+from console.dlq import api, views
 
 app_name = "dlq"
 
+group = "api/clusters/<slug:cluster>/groups/<str:group>/dlq/"
 urlpatterns = [
+    path("clusters/<slug:cluster>/groups/<str:group>/dlq/", views.group_dlq, name="group"),
+    path("clusters/<slug:cluster>/groups/<str:group>/dlq/resend/", views.resend, name="resend"),
     path("api/dlq/resend/", api.Resend.as_view(), name="api-resend"),
-    path("api/clusters/<slug:cluster>/groups/<str:group>/dlq/", api.GroupDlq.as_view(), name="api-group-dlq"),
-    path(
-        "api/clusters/<slug:cluster>/groups/<str:group>/dlq/export/",
-        api.GroupDlqExport.as_view(),
-        name="api-group-dlq-export",
-    ),
-    path(
-        "api/clusters/<slug:cluster>/groups/<str:group>/dlq/resend/",
-        api.GroupDlqResend.as_view(),
-        name="api-group-dlq-resend",
-    ),
+    path(group, api.GroupDlq.as_view(), name="api-group-dlq"),
+    path(group + "export/", api.GroupDlqExport.as_view(), name="api-group-dlq-export"),
+    path(group + "resend/", api.GroupDlqResend.as_view(), name="api-group-dlq-resend"),
 ]

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from django.urls import path
 
-from console.groups import api
+from console.groups import api, views
 
 app_name = "groups"
 
 base = "api/clusters/<slug:cluster>/groups/"
 urlpatterns = [
+    path("clusters/<slug:cluster>/groups/", views.group_list, name="list"),
+    path("clusters/<slug:cluster>/groups/<str:group>/", views.group_detail, name="detail"),
+    path(
+        "clusters/<slug:cluster>/groups/<str:group>/reset/preview/", views.reset_preview, name="reset-preview"
+    ),
+    path("clusters/<slug:cluster>/groups/<str:group>/reset/apply/", views.reset_apply, name="reset-apply"),
     path(base, api.GroupList.as_view(), name="api-list"),
     path(base + "<str:group>/", api.GroupDetail.as_view(), name="api-detail"),
     path(base + "<str:group>/clients/<str:client_id>/", api.GroupClient.as_view(), name="api-client"),

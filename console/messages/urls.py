@@ -1,15 +1,17 @@
-"""Route the message endpoints."""
+"""Route the message pages and endpoints."""
 
 from __future__ import annotations
 
 from django.urls import path
 
-from console.messages import api
+from console.messages import api, views
 
 app_name = "messages"
 
 base = "api/clusters/<slug:cluster>/"
 urlpatterns = [
+    path("clusters/<slug:cluster>/topics/<str:topic>/messages/", views.browse, name="browse"),
+    path("clusters/<slug:cluster>/messages/<str:msg_id>/", views.detail, name="detail"),
     path(base + "topics/<str:topic>/browse/", api.TopicMessages.as_view(), name="api-browse"),
     path(base + "messages/by-key/", api.MessagesByKey.as_view(), name="api-by-key"),
     path(base + "messages/<str:msg_id>/", api.MessageDetail.as_view(), name="api-detail"),

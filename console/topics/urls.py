@@ -1,15 +1,18 @@
-"""Route the topic endpoints."""
+"""Route the topic pages and endpoints."""
 
 from __future__ import annotations
 
 from django.urls import path
 
-from console.topics import api
+from console.topics import api, views
 
 app_name = "topics"
 
 base = "api/clusters/<slug:cluster>/topics/"
 urlpatterns = [
+    path("clusters/<slug:cluster>/topics/", views.topic_list, name="list"),
+    path("clusters/<slug:cluster>/topics/<str:topic>/", views.topic_detail, name="detail"),
+    path("clusters/<slug:cluster>/topics/<str:topic>/send/", views.send_message, name="send"),
     path(base, api.TopicList.as_view(), name="api-list"),
     path(base + "<str:topic>/", api.TopicDetail.as_view(), name="api-detail"),
     path(base + "<str:topic>/impact/", api.TopicImpact.as_view(), name="api-impact"),

@@ -1,0 +1,49 @@
+"""The cluster dashboard page: brokers, health, live TPS, top groups by lag, recent jobs."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET
+
+from console.core.access import allowed
+from console.core.pages import ask, cluster_for, context
+from console.groups import services as groups
+from nameserver import services
+from nameserver.clusters import managed_clusters
+
+
+@login_required
+@require_GET
+def clusters(request: HttpRequest) -> HttpResponse:
+    """The first cluster the user may see (the console's start page)."""
+    for cluster in managed_clusters():
+        if allowed(request.user, cluster.name, "view"):
+            return redirect("nameserver:dashboard", cluster=cluster.name)
+    return render(request, "nameserver/no_access.html", status=403)
+
+
+@login_required
+@require_GET
+def dashboard(request: HttpRequest, cluster: str) -> HttpResponse:
+    ref = cluster_for(request, cluster)
+    brokers, broker_error = ask(ref, services.broker_rows)
+    checks, health_error = ask(ref, services.health_checks)
+    found, group_error = ask(ref, groups.group_rows)
+    top = []
+    if found is not None:
+        rows, _unreadable = found
+        top = sorted((r for r in rows if r["lag"]), key=lambda r: -r["lag"])[:10]
+    return render(
+        request,
+        "nameserver/dashboard.html",
+        context(
+            request,
+            ref,
+            brokers=brokers or [],
+            checks=checks or [],
+            top_groups=top,
+            errors=[e for e in (broker_error, health_error, group_error) if e],
+        ),
+    )

@@ -1,0 +1,97 @@
+"""The console's pages against a real broker, as each persona: what renders, what is refused."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from console.audit.models import AuditEntry
+from tests.servers import wait_for
+
+from .conftest import Servers
+
+pytestmark = pytest.mark.django_db
+
+C = "/clusters/default/"
+
+
+@pytest.fixture
+def topic(on_servers: Servers, personas: dict[str, Client]) -> str:
+    op = personas["operator"]
+    op.post(
+        "/api/clusters/default/topics/",
+        {"name": "PageTopic", "readQueueNums": 2, "writeQueueNums": 2},
+        content_type="application/json",
+    )
+    return "PageTopic"
+
+
+def test_pages_render_for_viewers_and_refuse_outsiders(topic: str, personas: dict[str, Client]) -> None:
+    for url in (
+        C,
+        C + "topics/",
+        C + f"topics/{topic}/",
+        C + "groups/",
+        C + f"topics/{topic}/messages/",
+        "/audit/",
+        "/",
+    ):
+        response = personas["viewer"].get(url)
+        assert response.status_code == 200, url
+    assert personas["outsider"].get(C).status_code == 403
+    assert personas["outsider"].get(C + "topics/").status_code == 403
+    assert personas["anonymous"].get(C).status_code == 302
+    assert personas["viewer"].get("/clusters/nope/").status_code == 404
+    assert personas["outsider"].get("/clusters/nope/").status_code == 403  # not told whether it exists
+    dashboard = personas["viewer"].get(C).content.decode()
+    assert "broker-a" in dashboard and 'id="live-put-tps"' in dashboard and "echarts.min.js" in dashboard
+    assert personas["viewer"].get(C + "topics/NoSuchTopic/").status_code == 404
+
+
+def test_sending_from_the_topic_page_is_for_operators(topic: str, personas: dict[str, Client]) -> None:
+    page = personas["viewer"].get(C + f"topics/{topic}/").content.decode()
+    assert 'id="send-form"' not in page
+    assert personas["viewer"].post(C + f"topics/{topic}/send/", {"body": "x"}).status_code == 403
+    done = personas["operator"].post(
+        C + f"topics/{topic}/send/", {"body": "from the page", "tags": "T", "properties": "a=1"}, follow=True
+    )
+    assert b"sent as" in done.content
+    assert AuditEntry.objects.filter(action="topic.send", result="ok").count() == 1
+    wait_for(
+        lambda: (
+            b"from the page" in personas["viewer"].get(C + f"topics/{topic}/messages/").content
+            or personas["viewer"].get(C + f"topics/{topic}/").context["detail"]["totalMessages"]
+        ),
+        10,
+        "the message",
+    )
+    listing = personas["viewer"].get(C + f"topics/{topic}/messages/").content.decode()
+    msg_id = listing.split('class="msg-link" href="/clusters/default/messages/')[1].split("/")[0]
+    detail = personas["viewer"].get(C + f"messages/{msg_id}/").content.decode()
+    assert "from the page" in detail and "text in utf-8" in detail and '"a"' not in detail
+
+
+def test_the_reset_preview_and_apply_partials(
+    on_servers: Servers, topic: str, personas: dict[str, Client]
+) -> None:
+    group = "page-group"
+    body = {"name": group}
+    personas["operator"].post("/api/clusters/default/groups/", body, content_type="application/json")
+    preview = personas["viewer"].post(
+        C + f"groups/{group}/reset/preview/", {"topic": topic, "mode": "latest"}
+    )
+    assert preview.status_code == 200 and b'id="reset-preview"' in preview.content
+    assert (
+        personas["viewer"]
+        .post(C + f"groups/{group}/reset/apply/", {"topic": topic, "mode": "latest"})
+        .status_code
+        == 403
+    )
+    applied = personas["operator"].post(
+        C + f"groups/{group}/reset/apply/", {"topic": topic, "mode": "latest"}
+    )
+    assert b'id="reset-result"' in applied.content
+    bad = personas["operator"].post(
+        C + f"groups/{group}/reset/apply/", {"topic": topic, "mode": "timestamp", "timestamp": "soon"}
+    )
+    assert b"give the time" in bad.content
