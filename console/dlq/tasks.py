@@ -29,8 +29,8 @@ def long_resend_dlq(
     outcomes = []
     for msg_id in msg_ids:
         try:
-            (outcome,) = admin_call(
-                namesrv_addr, lambda admin, m=msg_id: admin.resend_dlq_messages(group, [m])
+            outcome = admin_call(
+                namesrv_addr, lambda admin, m=msg_id: admin.republish_dead_letter(m, target_topic or None)
             )
             outcomes.append({"msgId": msg_id, "ok": outcome.ok, "detail": outcome.detail})
         except (AdminError, TimeoutError) as exc:

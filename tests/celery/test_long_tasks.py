@@ -126,6 +126,8 @@ def test_a_bulk_dlq_resend_runs_as_a_task_with_progress_and_outcomes(
     assert [outcomes[m.msg_id]["ok"] for m in dead] == [True] * len(dead)
     assert outcomes[unknown]["ok"] is False and outcomes[unknown]["detail"]
     assert task["note"] == f"{len(dead)} resent, 1 failed"
+    # Re-published to the original topic (not to the retry topic: no consumer needed online).
+    assert all(outcomes[m.msg_id]["detail"].startswith(f"{TOPIC}@") for m in dead)
     # Listed, and readable again once finished (from the database copy).
     listed = client.get("/api/tasks/?kind=dlq_resend").json()["tasks"]
     assert [t["id"] for t in listed] == [task["id"]]

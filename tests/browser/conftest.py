@@ -1,0 +1,123 @@
+"""Browser tests: the whole platform started by ``manage.py up`` on free ports, driven by
+Debian's Chromium through Playwright.  Without a browser they are skipped, except when
+``QUIVER_REQUIRE_BROWSER`` is set (``.ci/run`` sets it after installing Chromium)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.servers import free_port, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium_path() -> str:
+    found = shutil.which("chromium")
+    if found:
+        return found
+    if os.environ.get("QUIVER_REQUIRE_BROWSER"):
+        pytest.fail("Chromium is not installed (apt-get install chromium), and QUIVER_REQUIRE_BROWSER is set")
+    pytest.skip("Chromium is not installed (apt-get install chromium)")
+
+
+@dataclass
+class Console:
+    url: str
+    namesrv_addr: str
+    password: str
+    data_dir: Path
+
+    def api(self, method: str, path: str, body: Any = None) -> Any:
+        """Call the console's REST API as admin (HTTP basic auth)."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        token = base64.b64encode(f"admin:{self.password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+        request.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            raw = response.read()
+            return json.loads(raw) if raw else None
+
+
+@pytest.fixture(scope="session")
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    """The platform under ``manage.py up`` (private Redis), stopped at the end."""
+    chromium_path()
+    data_dir = tmp_path_factory.mktemp("browser-platform") / "var"
+    ports = {name: free_port() for name in ("console", "namesrv", "broker", "redis")}
+    env = {
+        **os.environ,
+        "QUIVER_NO_BOOTSTRAP": "1",
+        "QUIVER_DATA_DIR": str(data_dir),
+        "QUIVER_CONSOLE_PORT": str(ports["console"]),
+        "QUIVER_NAMESRV_PORT": str(ports["namesrv"]),
+        "QUIVER_BROKER_PORT": str(ports["broker"]),
+        "QUIVER_REDIS": "private",
+        "QUIVER_REDIS_PORT": str(ports["redis"]),
+    }
+    env.pop("REDIS_URL", None)
+    env.pop("QUIVER_NAMESRV_ADDR", None)
+    out = data_dir.parent / "up.out"
+    with out.open("wb") as sink:
+        up = subprocess.Popen(
+            [sys.executable, "manage.py", "up"], cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT
+        )
+    try:
+        wait_for(lambda: "REST API:" in out.read_text() or up.poll() is not None, 120, "the platform")
+        text = out.read_text()
+        assert up.poll() is None, text
+        password = re.search(r"created superuser 'admin' with password (\S+)", text).group(1)  # type: ignore[union-attr]
+        yield Console(
+            f"http://127.0.0.1:{ports['console']}", f"127.0.0.1:{ports['namesrv']}", password, data_dir
+        )
+    finally:
+        up.send_signal(signal.SIGTERM)
+        try:
+            up.wait(60)
+        except subprocess.TimeoutExpired:
+            up.kill()
+
+
+@pytest.fixture
+def page(console: Console) -> Iterator[Any]:
+    """A fresh browser page, signed in as admin."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context()
+            page = context.new_page()
+            page.set_default_timeout(30_000)
+            page.goto(console.url + "/login/")
+            page.fill("#id_username", "admin")
+            page.fill("#id_password", console.password)
+            page.click("button[type=submit]")
+            page.wait_for_url(console.url + "/")
+            yield page
+        finally:
+            browser.close()
