@@ -3,6 +3,7 @@ address are refused for a while (HTTP 429), so passwords cannot be guessed at sp
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from django.contrib.auth.views import LoginView
@@ -17,7 +18,9 @@ WINDOW_SECONDS = 300
 
 
 def _key(request: HttpRequest, username: str) -> str:
-    return f"quiver:login-failures:{request.META.get('REMOTE_ADDR', '')}:{username.lower()}"
+    """One counter per address and account (hashed: a user name may hold any character)."""
+    who = f"{request.META.get('REMOTE_ADDR', '')}\0{username.lower()}".encode("utf-8", "replace")
+    return "quiver:login-failures:" + hashlib.sha256(who).hexdigest()
 
 
 def locked_out(request: HttpRequest, username: str) -> bool:
