@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from django.urls import URLPattern, URLResolver, path
 
+from console.messages.consumers import TopicTail
 from nameserver.consumers import ClusterLive
 
 websocket_urlpatterns: list[URLPattern | URLResolver] = [
     path("ws/clusters/<slug:cluster>/live/", ClusterLive.as_asgi()),
+    path("ws/clusters/<slug:cluster>/topics/<str:topic>/tail/", TopicTail.as_asgi()),
 ]

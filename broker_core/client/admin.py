@@ -500,7 +500,7 @@ class AdminClient(MessageOperations):
             where = f"the brokers of topic {topic!r}" if topic is not None else "any broker"
             raise AdminError(
                 f"producer group {group!r} is not online (no producer connected to {where})",
-                code=ResponseCode.SYSTEM_ERROR,
+                code=ResponseCode.QUERY_NOT_FOUND,
             )
         return connections
 

@@ -164,3 +164,13 @@ class OffsetReset_(ClusterAPIView):  # noqa: N801 (the serializer has the plain 
             audit.after = {f"{p['brokerName']}:{p['queueId']}": p["resultOffset"] for p in result}
         body = {"group": group, "topic": data["topic"], "mode": data["mode"], "queues": result}
         return Response({**body, "ok": all(p["ok"] for p in result)})
+
+
+class ProducerConnections(ClusterAPIView):
+    """GET ``?topic=``: the producers of a producer group connected now (to the topic's masters)."""
+
+    @documented("Producers of a producer group online now")
+    def get(self, request: Request, cluster: str, group: str) -> Response:
+        topic = request.query_params.get("topic") or None
+        found = self.admin(lambda admin: admin.producer_connections(group, topic))
+        return Response({"group": group, "topic": topic, "connections": [c.to_json() for c in found]})

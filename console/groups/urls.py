@@ -17,6 +17,11 @@ urlpatterns = [
     ),
     path("clusters/<slug:cluster>/groups/<str:group>/reset/apply/", views.reset_apply, name="reset-apply"),
     path(base, api.GroupList.as_view(), name="api-list"),
+    path(
+        "api/clusters/<slug:cluster>/producers/<str:group>/",
+        api.ProducerConnections.as_view(),
+        name="api-producers",
+    ),
     path(base + "<str:group>/", api.GroupDetail.as_view(), name="api-detail"),
     path(base + "<str:group>/clients/<str:client_id>/", api.GroupClient.as_view(), name="api-client"),
     path(base + "<str:group>/offsets/preview/", api.OffsetPreview.as_view(), name="api-offsets-preview"),
