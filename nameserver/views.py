@@ -6,10 +6,12 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
+from redis.exceptions import RedisError
 
 from console.core.access import allowed
 from console.core.pages import ask, cluster_for, context
 from console.groups import services as groups
+from console.maintenance.services import job_overview
 from nameserver import services
 from nameserver.clusters import managed_clusters
 
@@ -35,6 +37,11 @@ def dashboard(request: HttpRequest, cluster: str) -> HttpResponse:
     if found is not None:
         rows, _unreadable = found
         top = sorted((r for r in rows if r["lag"]), key=lambda r: -r["lag"])[:10]
+    schedule, schedule_error = ask(ref, services.schedule_rows)
+    try:
+        recent, jobs_error = job_overview(limit=10)["recent"], ""
+    except RedisError as exc:
+        recent, jobs_error = [], f"maintenance runs unknown: the platform's Redis did not answer ({exc})"
     return render(
         request,
         "nameserver/dashboard.html",
@@ -44,6 +51,8 @@ def dashboard(request: HttpRequest, cluster: str) -> HttpResponse:
             brokers=brokers or [],
             checks=checks or [],
             top_groups=top,
-            errors=[e for e in (broker_error, health_error, group_error) if e],
+            schedule=(schedule or {}).get("brokers", []),
+            recent_runs=recent,
+            errors=[e for e in (broker_error, health_error, group_error, schedule_error, jobs_error) if e],
         ),
     )

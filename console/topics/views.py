@@ -3,6 +3,8 @@ consumers and a form to send a test message."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -10,10 +12,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from broker_core.broker.topics import TopicConfig
 from console.audit.services import audited
+from console.core.access import allowed
 from console.core.pages import ask, cluster_for, context
 from console.topics import services
-from console.topics.serializers import TestMessage
+from console.topics.api import PERMS
+from console.topics.serializers import TestMessage, TopicWrite
 
 
 @login_required
@@ -52,10 +57,13 @@ def topic_detail(request: HttpRequest, cluster: str, topic: str) -> HttpResponse
     ref = cluster_for(request, cluster)
     answer = ask(ref, lambda admin: services.topic_detail(admin, topic))
     detail, error = answer
+    impact = None
+    if detail is not None and allowed(request.user, cluster, "admin"):
+        impact, _ = ask(ref, lambda admin: services.impact(admin, topic))
     return render(
         request,
         "topics/detail.html",
-        context(request, ref, topic=topic, detail=detail, errors=[error] if error else []),
+        context(request, ref, topic=topic, detail=detail, impact=impact, errors=[error] if error else []),
         status=answer.status,
     )
 
@@ -102,3 +110,70 @@ def send_message(request: HttpRequest, cluster: str, topic: str) -> HttpResponse
             request, f"sent as {sent['msgId']} to queue {sent['queueId']} at offset {sent['queueOffset']}"
         )
     return redirect("topics:detail", cluster=cluster, topic=topic)
+
+
+@login_required
+@require_POST
+def create_topic(request: HttpRequest, cluster: str) -> HttpResponse:
+    """The list page's create form (operators)."""
+    ref = cluster_for(request, cluster, "operate")
+    form = TopicWrite(
+        data={
+            "name": request.POST.get("name", ""),
+            "readQueueNums": request.POST.get("queues") or 8,
+            "writeQueueNums": request.POST.get("queues") or 8,
+            "perm": request.POST.get("perm") or "RW",
+            "order": request.POST.get("order") == "on",
+        }
+    )
+    if not form.is_valid():
+        flash.error(request, f"not created: {form.errors}")
+        return redirect("topics:list", cluster=cluster)
+    data = form.validated_data
+    config = TopicConfig(
+        data["name"], data["readQueueNums"], data["writeQueueNums"], PERMS[data["perm"]], order=data["order"]
+    )
+
+    async def write(admin: Any) -> list[str]:
+        addrs = sorted((await admin.cluster_info()).master_addrs().values())
+        for addr in addrs:
+            await admin.create_or_update_topic(config, broker_addr=addr)
+        return addrs
+
+    try:
+        with audited(request, "topic.create", ref.name, data["name"]) as audit:
+            audit.after = {k: v for k, v in data.items()}
+            brokers, error = ask(ref, write)
+            if error:
+                raise PageActionFailed(error)
+    except PageActionFailed as exc:
+        flash.error(request, f"not created: {exc}")
+        return redirect("topics:list", cluster=cluster)
+    flash.success(request, f"created {data['name']} on {', '.join(brokers or [])}")
+    return redirect("topics:detail", cluster=cluster, topic=data["name"])
+
+
+@login_required
+@require_POST
+def delete_topic(request: HttpRequest, cluster: str, topic: str) -> HttpResponse:
+    """Delete after the impact shown on the page, confirmed by typing the topic's name (admins)."""
+    ref = cluster_for(request, cluster, "admin")
+    if request.POST.get("confirm") != topic:
+        flash.error(request, "not deleted: type the topic's name to confirm")
+        return redirect("topics:detail", cluster=cluster, topic=topic)
+    try:
+        with audited(request, "topic.delete", ref.name, topic) as audit:
+            audit.before, _ = ask(ref, lambda admin: services.impact(admin, topic))
+            deleted, error = ask(ref, lambda admin: admin.delete_topic(topic))
+            if error:
+                raise PageActionFailed(error)
+            audit.after = {"deletedOn": deleted}
+    except PageActionFailed as exc:
+        flash.error(request, f"not deleted: {exc}")
+        return redirect("topics:detail", cluster=cluster, topic=topic)
+    flash.success(request, f"deleted {topic}")
+    return redirect("topics:list", cluster=cluster)
+
+
+class PageActionFailed(Exception):
+    """A page's change did not happen (the broker's words are the message; the audit row says so)."""

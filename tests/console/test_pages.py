@@ -95,3 +95,30 @@ def test_the_reset_preview_and_apply_partials(
         C + f"groups/{group}/reset/apply/", {"topic": topic, "mode": "timestamp", "timestamp": "soon"}
     )
     assert b"give the time" in bad.content
+
+
+def test_topics_are_created_and_deleted_from_the_pages(topic: str, personas: dict[str, Client]) -> None:
+    assert personas["viewer"].post(C + "topics-new/", {"name": "FromPage"}).status_code == 403
+    made = personas["operator"].post(C + "topics-new/", {"name": "FromPage", "queues": "2"}, follow=True)
+    assert b"created FromPage" in made.content
+    page = personas["admin"].get(C + "topics/FromPage/").content.decode()
+    assert 'id="impact"' in page and "0 stored message(s)" in page
+    assert 'id="impact"' not in personas["operator"].get(C + "topics/FromPage/").content.decode()
+    assert (
+        personas["operator"].post(C + "topics/FromPage/delete/", {"confirm": "FromPage"}).status_code == 403
+    )
+    unconfirmed = personas["admin"].post(C + "topics/FromPage/delete/", {"confirm": "nope"}, follow=True)
+    assert b"type the topic" in unconfirmed.content
+    gone = personas["admin"].post(C + "topics/FromPage/delete/", {"confirm": "FromPage"}, follow=True)
+    assert b"deleted FromPage" in gone.content
+    assert [r.action for r in AuditEntry.objects.filter(target="FromPage").order_by("id")] == [
+        "topic.create",
+        "topic.delete",
+    ]
+
+
+def test_the_dashboard_shows_delayed_backlog_and_recent_runs(
+    topic: str, personas: dict[str, Client], console_redis: object
+) -> None:
+    page = personas["viewer"].get(C).content.decode()
+    assert 'id="delayed"' in page and 'id="recent-runs"' in page and "unknown:" not in page
