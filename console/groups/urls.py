@@ -16,6 +16,7 @@ urlpatterns = [
         "clusters/<slug:cluster>/groups/<str:group>/reset/preview/", views.reset_preview, name="reset-preview"
     ),
     path("clusters/<slug:cluster>/groups/<str:group>/reset/apply/", views.reset_apply, name="reset-apply"),
+    path("clusters/<slug:cluster>/groups/<str:group>/config/", views.save_config, name="config"),
     path(base, api.GroupList.as_view(), name="api-list"),
     path(
         "api/clusters/<slug:cluster>/producers/<str:group>/",

@@ -6,15 +6,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from broker_core.broker.groups import SubscriptionGroupConfig
 from console.audit.services import audited
 from console.core.pages import ask, cluster_for, context
 from console.groups import services
+from console.groups.serializers import GroupConfigWrite
 
 
 def by_queue(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
@@ -23,7 +26,7 @@ def by_queue(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
 
 
 class ResetFailed(Exception):
-    """The reset did not happen (the broker's words are the message)."""
+    """A change did not happen (the broker's words are the message; the audit row says so)."""
 
 
 @login_required
@@ -55,10 +58,19 @@ def group_detail(request: HttpRequest, cluster: str, group: str) -> HttpResponse
     answer = ask(ref, lambda admin: services.group_detail(admin, group))
     detail, error = answer
     topics = sorted({q["topic"] for q in detail["queues"]}) if detail else []
+    config = next(iter(detail["configs"].values()), None) if detail else None
     return render(
         request,
         "groups/detail.html",
-        context(request, ref, group=group, detail=detail, topics=topics, errors=[error] if error else []),
+        context(
+            request,
+            ref,
+            group=group,
+            detail=detail,
+            topics=topics,
+            config=config,
+            errors=[error] if error else [],
+        ),
         status=answer.status,
     )
 
@@ -124,3 +136,48 @@ def reset_apply(request: HttpRequest, cluster: str, group: str) -> HttpResponse:
         except ResetFailed:
             pass
     return render(request, "groups/reset_plan.html", {"plan": result, "error": error, "applied": True})
+
+
+@login_required
+@require_POST
+def save_config(request: HttpRequest, cluster: str, group: str) -> HttpResponse:
+    """Create or update the group's subscription config on every master (operators), audited."""
+    ref = cluster_for(request, cluster, "operate")
+    form = GroupConfigWrite(
+        data={
+            "consumeEnable": request.POST.get("consumeEnable") == "on",
+            "consumeBroadcastEnable": request.POST.get("consumeBroadcastEnable") == "on",
+            "consumeFromMinEnable": True,
+            "retryQueueNums": request.POST.get("retryQueueNums") or 1,
+            "retryMaxTimes": request.POST.get("retryMaxTimes") or 16,
+        }
+    )
+    if not form.is_valid():
+        flash.error(request, f"not saved: {form.errors}")
+        return redirect("groups:detail", cluster=cluster, group=group)
+    data = form.validated_data
+    config = SubscriptionGroupConfig(
+        group,
+        consume_enable=data["consumeEnable"],
+        consume_broadcast_enable=data["consumeBroadcastEnable"],
+        retry_queue_nums=data["retryQueueNums"],
+        retry_max_times=data["retryMaxTimes"],
+    )
+
+    async def write(admin: Any) -> list[str]:
+        addrs = sorted((await admin.cluster_info()).master_addrs().values())
+        for addr in addrs:
+            await admin.create_or_update_subscription_group(config, broker_addr=addr)
+        return addrs
+
+    try:
+        with audited(request, "group.update", ref.name, group) as audit:
+            audit.after = config.to_json()
+            _brokers, error = ask(ref, write)
+            if error:
+                raise ResetFailed(error)
+    except ResetFailed as exc:
+        flash.error(request, f"not saved: {exc}")
+    else:
+        flash.success(request, "saved the group's config on every master")
+    return redirect("groups:detail", cluster=cluster, group=group)

@@ -122,3 +122,15 @@ def test_the_dashboard_shows_delayed_backlog_and_recent_runs(
 ) -> None:
     page = personas["viewer"].get(C).content.decode()
     assert 'id="delayed"' in page and 'id="recent-runs"' in page and "unknown:" not in page
+
+
+def test_a_groups_config_is_saved_from_its_page(topic: str, personas: dict[str, Client]) -> None:
+    personas["operator"].post(
+        "/api/clusters/default/groups/", {"name": "conf-group"}, content_type="application/json"
+    )
+    assert personas["viewer"].post(C + "groups/conf-group/config/", {"retryMaxTimes": "3"}).status_code == 403
+    saved = personas["operator"].post(
+        C + "groups/conf-group/config/", {"consumeEnable": "on", "retryMaxTimes": "3"}, follow=True
+    )
+    assert b"saved the group" in saved.content and b"retry max 3" in saved.content
+    assert b"clustering only" in saved.content  # broadcasting left unticked
