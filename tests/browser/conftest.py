@@ -11,7 +11,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.servers import free_port, wait_for
+from tests.servers import start_up, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM_ARGS = [
@@ -68,24 +67,7 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     """The platform under ``manage.py up`` (private Redis), stopped at the end."""
     chromium_path()
     data_dir = tmp_path_factory.mktemp("browser-platform") / "var"
-    ports = {name: free_port() for name in ("console", "namesrv", "broker", "redis")}
-    env = {
-        **os.environ,
-        "QUIVER_NO_BOOTSTRAP": "1",
-        "QUIVER_DATA_DIR": str(data_dir),
-        "QUIVER_CONSOLE_PORT": str(ports["console"]),
-        "QUIVER_NAMESRV_PORT": str(ports["namesrv"]),
-        "QUIVER_BROKER_PORT": str(ports["broker"]),
-        "QUIVER_REDIS": "private",
-        "QUIVER_REDIS_PORT": str(ports["redis"]),
-    }
-    env.pop("REDIS_URL", None)
-    env.pop("QUIVER_NAMESRV_ADDR", None)
-    out = data_dir.parent / "up.out"
-    with out.open("wb") as sink:
-        up = subprocess.Popen(
-            [sys.executable, "manage.py", "up"], cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT
-        )
+    up, ports, out = start_up(data_dir, REPO)
     try:
         wait_for(lambda: "REST API:" in out.read_text() or up.poll() is not None, 120, "the platform")
         text = out.read_text()

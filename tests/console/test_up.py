@@ -8,8 +8,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +16,7 @@ import orjson
 import pytest
 import redis
 
-from tests.servers import free_port, wait_for
+from tests.servers import start_up, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -68,24 +66,7 @@ def platform_dir(tmp_path: Path) -> Iterator[Path]:
 def test_up_starts_everything_serves_the_console_and_stops_it_all(
     platform_dir: Path, stop: signal.Signals
 ) -> None:
-    ports = {name: free_port() for name in ("console", "namesrv", "broker", "redis")}
-    env = {
-        **os.environ,
-        "QUIVER_NO_BOOTSTRAP": "1",
-        "QUIVER_DATA_DIR": str(platform_dir),
-        "QUIVER_CONSOLE_PORT": str(ports["console"]),
-        "QUIVER_NAMESRV_PORT": str(ports["namesrv"]),
-        "QUIVER_BROKER_PORT": str(ports["broker"]),
-        "QUIVER_REDIS": "private",
-        "QUIVER_REDIS_PORT": str(ports["redis"]),
-    }
-    env.pop("REDIS_URL", None)
-    env.pop("QUIVER_NAMESRV_ADDR", None)
-    out = platform_dir.parent / "up.out"
-    with out.open("wb") as sink:
-        up = subprocess.Popen(
-            [sys.executable, "manage.py", "up"], cwd=REPO, env=env, stdout=sink, stderr=subprocess.STDOUT
-        )
+    up, ports, out = start_up(platform_dir, REPO)
     try:
         wait_for(lambda: "REST API:" in out.read_text() or up.poll() is not None, 120, "the platform summary")
         text = out.read_text()
