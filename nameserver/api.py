@@ -3,6 +3,8 @@ config (read; changed where RocketMQ allows it, by admins), and health checks.""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.shortcuts import get_object_or_404
 from rest_framework import status
 from rest_framework.permissions import IsAdminUser, IsAuthenticated
@@ -16,7 +18,7 @@ from console.core.apiviews import ClusterAPIView, documented
 from nameserver import services
 from nameserver.clusters import managed_clusters
 from nameserver.models import Cluster
-from nameserver.serializers import BrokerConfigChange, ClusterSerializer
+from nameserver.serializers import AclAccount, BrokerConfigChange, ClusterSerializer, WhiteList
 
 
 class ClusterList(APIView):
@@ -132,3 +134,95 @@ class Schedule(ClusterAPIView):
     @documented("Delayed backlog per level and pending transactional half messages")
     def get(self, request: Request, cluster: str) -> Response:
         return Response({"cluster": self.cluster.name, **self.admin(services.schedule_rows)})
+
+
+def _masters(admin: Any) -> Any:
+    async def run() -> list[str]:
+        return sorted((await admin.cluster_info()).master_addrs().values())
+
+    return run()
+
+
+class Acl(ClusterAPIView):
+    """GET: each master's ACL (global white list and accounts; secrets only to admins).
+    POST (admin role): create or update an account on every master."""
+
+    needs = {"POST": "admin"}
+
+    @documented("The brokers' ACL accounts and white list")
+    def get(self, request: Request, cluster: str) -> Response:
+        show_secrets = allowed(request.user, cluster, "admin")
+
+        async def read(admin: Any) -> list[dict[str, Any]]:
+            rows = []
+            for addr in await _masters(admin):
+                config = await admin.acl_config(addr)
+                for account in config.get("plainAccessConfigs", []):
+                    if not show_secrets:
+                        account["secretKey"] = "***"
+                rows.append({"broker": addr, **config})
+            return rows
+
+        return Response({"cluster": self.cluster.name, "brokers": self.admin(read)})
+
+    @documented("Create or update an ACL account on every master", request=AclAccount)
+    def post(self, request: Request, cluster: str) -> Response:
+        form = AclAccount(data=request.data)
+        form.is_valid(raise_exception=True)
+        account = dict(form.validated_data)
+        if "admin" in account:
+            account["admin"] = "true" if account["admin"] else "false"
+
+        async def write(admin: Any) -> list[str]:
+            addrs = await _masters(admin)
+            for addr in addrs:
+                await admin.update_acl_account(addr, account)
+            return addrs
+
+        with audited(request, "acl.account.save", self.cluster.name, account["accessKey"]) as audit:
+            audit.after = {k: v for k, v in account.items() if k != "secretKey"}
+            brokers = self.admin(write)
+        return Response(
+            {"accessKey": account["accessKey"], "brokers": brokers}, status=status.HTTP_201_CREATED
+        )
+
+
+class AclAccountDetail(ClusterAPIView):
+    """DELETE (admin role): remove the account from every master."""
+
+    needs = {"DELETE": "admin"}
+
+    @documented("Delete an ACL account from every master")
+    def delete(self, request: Request, cluster: str, access_key: str) -> Response:
+        async def remove(admin: Any) -> list[str]:
+            addrs = await _masters(admin)
+            for addr in addrs:
+                await admin.delete_acl_account(addr, access_key)
+            return addrs
+
+        with audited(request, "acl.account.delete", self.cluster.name, access_key):
+            self.admin(remove)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class AclWhiteList(ClusterAPIView):
+    """PUT (admin role) ``{addresses}``: the addresses that need no account, on every master."""
+
+    needs = {"PUT": "admin"}
+
+    @documented("Replace the ACL global white list on every master", request=WhiteList)
+    def put(self, request: Request, cluster: str) -> Response:
+        form = WhiteList(data=request.data)
+        form.is_valid(raise_exception=True)
+        addresses = form.validated_data["addresses"]
+
+        async def write(admin: Any) -> list[str]:
+            addrs = await _masters(admin)
+            for addr in addrs:
+                await admin.update_global_white_addrs(addr, addresses)
+            return addrs
+
+        with audited(request, "acl.whitelist.update", self.cluster.name, ",".join(addresses)) as audit:
+            audit.after = {"addresses": addresses}
+            brokers = self.admin(write)
+        return Response({"addresses": addresses, "brokers": brokers})

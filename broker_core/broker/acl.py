@@ -56,6 +56,10 @@ ADMIN_CODES = frozenset(
         RequestCode.TRIGGER_DELETE_FILES,
         RequestCode.QUIVER_RUN_MAINTENANCE_JOB,
         RequestCode.CONSUME_MESSAGE_DIRECTLY,
+        RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
+        RequestCode.DELETE_ACL_CONFIG,
+        RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+        RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG,
     }
 )
 
@@ -132,6 +136,26 @@ def parse_acl(text: str) -> tuple[list[str], dict[str, Account]]:
     return _addresses(doc.get("globalWhiteRemoteAddresses")), accounts
 
 
+def _perm_name(perm: int) -> str:
+    return {DENY: "DENY", PUB: "PUB", SUB: "SUB", PUB | SUB: "PUB|SUB"}.get(perm, "DENY")
+
+
+def account_to_json(account: Account, *, with_secret: bool = True) -> dict[str, Any]:
+    """An account as plain_acl.yml (and GET_BROKER_CLUSTER_ACL_CONFIG) writes it."""
+    data: dict[str, Any] = {
+        "accessKey": account.access_key,
+        "whiteRemoteAddress": ",".join(account.white_remote_address),
+        "admin": account.admin,
+        "defaultTopicPerm": _perm_name(account.default_topic_perm),
+        "defaultGroupPerm": _perm_name(account.default_group_perm),
+        "topicPerms": [f"{t}={_perm_name(p)}" for t, p in sorted(account.topic_perms.items())],
+        "groupPerms": [f"{g}={_perm_name(p)}" for g, p in sorted(account.group_perms.items())],
+    }
+    if with_secret:
+        data["secretKey"] = account.secret_key
+    return data
+
+
 class PlainAcl:
     """The accounts of one broker, re-read when plain_acl.yml changes."""
 
@@ -164,6 +188,75 @@ class PlainAcl:
             return
         self._mtime = mtime
         log.info("loaded %d ACL account(s) from %s", len(self.accounts), self.path)
+
+    # -- changes over the protocol (RocketMQ 4's ACL admin requests) ------------------------
+
+    def _write(self, global_white: list[str], accounts: dict[str, Account]) -> None:
+        """Replace plain_acl.yml atomically (temp file + rename) and take it in at once."""
+        doc = {
+            "globalWhiteRemoteAddresses": global_white,
+            "accounts": [account_to_json(a) for _, a in sorted(accounts.items())],
+        }
+        text = yaml.safe_dump(doc, sort_keys=False)
+        parse_acl(text)  # never write what cannot be read back
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        temp.write_text(text, encoding="utf-8")
+        os.replace(temp, self.path)
+        self.reload(force=True)
+
+    def upsert_account(self, fields: dict[str, str]) -> Account:
+        """Create or update the account ``fields["accessKey"]`` (UPDATE_AND_CREATE_ACL_CONFIG).
+
+        Fields left out keep their value on an update.  Raises ValueError on bad input.
+        """
+        self.reload(force=True)
+        key = (fields.get("accessKey") or "").strip()
+        if not key:
+            raise ValueError("an account needs an accessKey")
+        old = self.accounts.get(key)
+        secret = (fields.get("secretKey") or (old.secret_key if old else "")).strip()
+        if len(secret) < 6:
+            raise ValueError("an account needs a secretKey of 6 characters or more")
+
+        def pick(name: str, default: Any) -> Any:
+            return fields[name] if fields.get(name) not in (None, "") else default
+
+        account = Account(
+            access_key=key,
+            secret_key=secret,
+            white_remote_address=_addresses(
+                pick("whiteRemoteAddress", ",".join(old.white_remote_address) if old else "")
+            ),
+            admin=str(pick("admin", old.admin if old else False)).lower() == "true",
+            default_topic_perm=parse_perm(
+                pick("defaultTopicPerm", _perm_name(old.default_topic_perm) if old else "DENY")
+            ),
+            default_group_perm=parse_perm(
+                pick("defaultGroupPerm", _perm_name(old.default_group_perm) if old else "DENY")
+            ),
+            topic_perms=_perm_table(fields["topicPerms"].split(","))
+            if "topicPerms" in fields
+            else (old.topic_perms if old else {}),
+            group_perms=_perm_table(fields["groupPerms"].split(","))
+            if "groupPerms" in fields
+            else (old.group_perms if old else {}),
+        )
+        self._write(self.global_white, {**self.accounts, key: account})
+        return account
+
+    def delete_account(self, access_key: str) -> bool:
+        """Remove an account (DELETE_ACL_CONFIG); False when there was none."""
+        self.reload(force=True)
+        if access_key not in self.accounts:
+            return False
+        self._write(self.global_white, {k: a for k, a in self.accounts.items() if k != access_key})
+        return True
+
+    def set_global_white(self, addresses: list[str]) -> None:
+        """Replace the addresses that need no account (UPDATE_GLOBAL_WHITE_ADDRS_CONFIG)."""
+        self.reload(force=True)
+        self._write(addresses, self.accounts)
 
     def check(self, request: RemotingCommand, remote_address: str) -> str | None:
         """Why ``request`` is refused, or None when it is allowed."""

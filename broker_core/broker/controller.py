@@ -25,6 +25,7 @@ from broker_core.broker.clients import ClientTables
 from broker_core.broker.groups import SubscriptionGroupManager
 from broker_core.broker.locks import RebalanceLockManager
 from broker_core.broker.maintenance import MaintenanceService
+from broker_core.broker.processors.aclconfig import AclConfigProcessor
 from broker_core.broker.processors.admin import AdminProcessor
 from broker_core.broker.processors.clients import ClientProcessor
 from broker_core.broker.processors.connections import ConnectionProcessor
@@ -235,6 +236,11 @@ class BrokerController:
         server.register(RequestCode.GET_ALL_CONSUMER_OFFSET, stats.all_consumer_offsets)
         server.register(RequestCode.QUIVER_GET_OFFSET_SNAPSHOT, stats.offset_snapshot)
         server.register(RequestCode.QUIVER_GET_SCHEDULE_STATUS, stats.schedule_status)
+        acl_config = AclConfigProcessor(self)
+        server.register(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, acl_config.update_account)
+        server.register(RequestCode.DELETE_ACL_CONFIG, acl_config.delete_account)
+        server.register(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, acl_config.update_global_white)
+        server.register(RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG, acl_config.get_config)
         connections = ConnectionProcessor(self)
         server.register(RequestCode.GET_CONSUMER_CONNECTION_LIST, connections.consumer_connections)
         server.register(RequestCode.GET_PRODUCER_CONNECTION_LIST, connections.producer_connections)

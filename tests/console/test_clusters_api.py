@@ -174,3 +174,8 @@ def test_the_audit_log_is_searchable_and_scoped(on_servers: Servers, personas: d
     page = personas["viewer"].get("/audit/?target=AuditMe")
     assert page.status_code == 200 and b"topic.create" in page.content
     assert personas["anonymous"].get("/audit/").status_code == 302
+
+
+def test_a_broker_without_acl_says_so(on_servers: Servers, personas: dict[str, Client]) -> None:
+    response = personas["viewer"].get("/api/clusters/default/acl/")
+    assert response.status_code == 502 and "aclEnable = false" in response.json()["remark"]
