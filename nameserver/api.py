@@ -3,8 +3,10 @@ config (read; changed where RocketMQ allows it, by admins), and health checks.""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
+from django.conf import settings
 from django.shortcuts import get_object_or_404
 from rest_framework import status
 from rest_framework.permissions import IsAdminUser, IsAuthenticated
@@ -12,10 +14,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from broker_core.errors import AdminError
 from console.audit.services import audited
 from console.core.access import allowed, role_name
 from console.core.apiviews import ClusterAPIView, documented
-from nameserver import services
+from nameserver import services, traffic
 from nameserver.clusters import managed_clusters
 from nameserver.models import Cluster
 from nameserver.serializers import AclAccount, BrokerConfigChange, ClusterSerializer, WhiteList
@@ -226,3 +229,35 @@ class AclWhiteList(ClusterAPIView):
             audit.after = {"addresses": addresses}
             brokers = self.admin(write)
         return Response({"addresses": addresses, "brokers": brokers})
+
+
+class Traffic(ClusterAPIView):
+    """GET ``?date=YYYY-MM-DD`` (default today, UTC) ``&by=broker|topic`` ``&topic=``: messages
+    put per minute that day, from the offset history (RocketMQ Dashboard's broker and topic
+    charts).  ``top`` lists the topics with the most messages that day."""
+
+    @documented("Messages per minute over a day, per broker or per topic")
+    def get(self, request: Request, cluster: str) -> Response:
+        raw = request.query_params.get("date") or dt.datetime.now(dt.UTC).date().isoformat()
+        try:
+            day = dt.date.fromisoformat(raw)
+        except ValueError:
+            raise AdminError(f"date must be YYYY-MM-DD, not {raw!r}") from None
+        by = request.query_params.get("by", "broker")
+        if by not in ("broker", "topic"):
+            raise AdminError("by is broker or topic")
+        topic = request.query_params.get("topic") or None
+        self.cluster  # noqa: B018 (a cluster that does not exist is a 404)
+        series = traffic.puts_per_minute(
+            settings.QUIVER["HISTORY_DIR"], day, cluster=cluster, topic=topic, by=by
+        )
+        totals = {name: sum(n for _, n in points) for name, points in series.items()}
+        top = sorted(totals.items(), key=lambda item: -item[1])[:10]
+        return Response(
+            {
+                "date": day.isoformat(),
+                "by": by,
+                "series": series,
+                "top": [{"name": n, "messages": c} for n, c in top],
+            }
+        )

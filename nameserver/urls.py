@@ -22,6 +22,7 @@ urlpatterns = [
     path("api/clusters/<slug:cluster>/health/", api.Health.as_view(), name="api-health"),
     path("api/clusters/<slug:cluster>/schedule/", api.Schedule.as_view(), name="api-schedule"),
     path("api/clusters/<slug:cluster>/acl/", api.Acl.as_view(), name="api-acl"),
+    path("api/clusters/<slug:cluster>/traffic/", api.Traffic.as_view(), name="api-traffic"),
     path("api/clusters/<slug:cluster>/acl/whitelist/", api.AclWhiteList.as_view(), name="api-acl-whitelist"),
     path(
         "api/clusters/<slug:cluster>/acl/accounts/<str:access_key>/",

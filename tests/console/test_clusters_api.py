@@ -179,3 +179,41 @@ def test_the_audit_log_is_searchable_and_scoped(on_servers: Servers, personas: d
 def test_a_broker_without_acl_says_so(on_servers: Servers, personas: dict[str, Client]) -> None:
     response = personas["viewer"].get("/api/clusters/default/acl/")
     assert response.status_code == 502 and "aclEnable = false" in response.json()["remark"]
+
+
+def test_traffic_per_minute_comes_from_the_offset_history(
+    on_servers: Servers, personas: dict[str, Client], settings: object, tmp_path: object
+) -> None:
+    import datetime as dt
+
+    from broker_core.client.adminmodels import OffsetSnapshot
+    from console.maintenance import history
+
+    settings.QUIVER = {**settings.QUIVER, "HISTORY_DIR": tmp_path}  # type: ignore[attr-defined]
+    t0 = int(dt.datetime(2026, 11, 20, 10, 0, tzinfo=dt.UTC).timestamp() * 1000)
+
+    def snap(ts: int, boot: int, orders: int, audit: int) -> OffsetSnapshot:
+        body = {
+            "brokerName": "broker-a",
+            "timestampMs": ts,
+            "bootTimestamp": boot,
+            "queues": [],
+            "topicPuts": {"Orders": orders, "Audit": audit},
+            "groupGets": [],
+        }
+        return OffsetSnapshot.from_json(body)
+
+    # Totals since boot: +30 and +5 in the first minute, then a restart (counting again from 0).
+    for ts, boot, orders, audit in (
+        (t0, 1, 100, 10),
+        (t0 + 30_000, 1, 130, 15),
+        (t0 + 60_000, 2, 7, 0),
+        (t0 + 90_000, 2, 27, 1),
+    ):
+        history.append_snapshot(tmp_path, snap(ts, boot, orders, audit), "default", on_servers.broker_addr)  # type: ignore[arg-type]
+    body = personas["viewer"].get("/api/clusters/default/traffic/?date=2026-11-20&by=topic").json()
+    assert body["series"]["Orders"] == [[t0, 30], [t0 + 60_000, 20]]
+    assert body["top"][0] == {"name": "Orders", "messages": 50}
+    per_broker = personas["viewer"].get("/api/clusters/default/traffic/?date=2026-11-20").json()["series"]
+    assert per_broker == {"broker-a": [[t0, 35], [t0 + 60_000, 21]]}
+    assert personas["viewer"].get("/api/clusters/default/traffic/?date=someday").status_code == 400
