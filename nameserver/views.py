@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -12,7 +15,7 @@ from console.core.access import allowed
 from console.core.pages import ask, cluster_for, context
 from console.groups import services as groups
 from console.maintenance.services import job_overview
-from nameserver import services
+from nameserver import services, traffic
 from nameserver.clusters import managed_clusters
 
 
@@ -38,6 +41,9 @@ def dashboard(request: HttpRequest, cluster: str) -> HttpResponse:
         rows, _unreadable = found
         top = sorted((r for r in rows if r["lag"]), key=lambda r: -r["lag"])[:10]
     schedule, schedule_error = ask(ref, services.schedule_rows)
+    today = dt.datetime.now(dt.UTC).date()
+    per_topic = traffic.puts_per_minute(settings.QUIVER["HISTORY_DIR"], today, cluster=ref.name, by="topic")
+    top_topics = sorted(((sum(n for _, n in p), t) for t, p in per_topic.items()), reverse=True)[:10]
     try:
         recent, jobs_error = job_overview(limit=10)["recent"], ""
     except RedisError as exc:
@@ -51,6 +57,7 @@ def dashboard(request: HttpRequest, cluster: str) -> HttpResponse:
             brokers=brokers or [],
             checks=checks or [],
             top_groups=top,
+            top_topics=[{"topic": t, "messages": n} for n, t in top_topics],
             schedule=(schedule or {}).get("brokers", []),
             recent_runs=recent,
             errors=[e for e in (broker_error, health_error, group_error, schedule_error, jobs_error) if e],
