@@ -4,12 +4,16 @@ message with its properties, body views and consumption by group."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
+from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
 
+from broker_core.client.admin import DEFAULT_QUERY_MAX_NUM
+from console.audit.services import audited
 from console.core.pages import ask, cluster_for, context
 from console.messages import services
 
@@ -56,3 +60,55 @@ def detail(request: HttpRequest, cluster: str, msg_id: str) -> HttpResponse:
         context(request, ref, msg=shown, track=track, errors=[error] if error else []),
         status=answer.status,
     )
+
+
+@login_required
+@require_GET
+def by_key(request: HttpRequest, cluster: str, topic: str) -> HttpResponse:
+    """Messages of ``topic`` whose keys hold ``?key=`` (the broker's index)."""
+    ref = cluster_for(request, cluster)
+    key = request.GET.get("key", "").strip()
+    rows: list[dict[str, Any]] = []
+    error = ""
+    if key:
+        found, error = ask(ref, lambda admin: admin.query_by_key(topic, key))
+        rows = [services.summary(m) for m in found or []]
+    return render(
+        request,
+        "messages/by_key.html",
+        context(
+            request,
+            ref,
+            topic=topic,
+            key=key,
+            rows=rows,
+            truncated=len(rows) >= DEFAULT_QUERY_MAX_NUM,
+            errors=[error] if error else [],
+        ),
+    )
+
+
+@login_required
+@require_POST
+def resend(request: HttpRequest, cluster: str, msg_id: str) -> HttpResponse:
+    """Have one online consumer of a group consume the message now (operators), audited."""
+    ref = cluster_for(request, cluster, "operate")
+    group, client_id = request.POST.get("group", "").strip(), request.POST.get("clientId", "").strip()
+    if not group or not client_id:
+        flash.error(request, "give the group and one of its online clients")
+        return redirect("messages:detail", cluster=cluster, msg_id=msg_id)
+    try:
+        with audited(request, "message.resend", ref.name, f"{msg_id} -> {group}") as audit:
+            result, error = ask(ref, lambda admin: admin.consume_message_directly(group, client_id, msg_id))
+            audit.after = result
+            if error:
+                raise ResendFailed(error)
+    except ResendFailed as exc:
+        flash.error(request, f"not resent: {exc}")
+    else:
+        flash.success(request, f"{client_id} consumed it: {result}")
+    return redirect("messages:detail", cluster=cluster, msg_id=msg_id)
+
+
+class ResendFailed(Exception):
+    """The consumer did not take the message (the broker's or client's words)."""

@@ -134,3 +134,35 @@ def test_a_groups_config_is_saved_from_its_page(topic: str, personas: dict[str, 
     )
     assert b"saved the group" in saved.content and b"retry max 3" in saved.content
     assert b"clustering only" in saved.content  # broadcasting left unticked
+
+
+def test_find_by_key_and_the_resend_form(topic: str, personas: dict[str, Client]) -> None:
+    op = personas["operator"]
+    sent = op.post(
+        f"/api/clusters/default/topics/{topic}/messages/",
+        {"body": "keyed", "keys": "kk-1"},
+        content_type="application/json",
+    ).json()
+    url = C + f"topics/{topic}/by-key/?key=kk-1"
+    wait_for(
+        lambda: sent["offsetMsgId"].encode() in personas["viewer"].get(url).content,
+        10,
+        "the key in the index",
+    )
+    assert (
+        'id="resend-message"'
+        not in personas["viewer"].get(C + f"messages/{sent['offsetMsgId']}/").content.decode()
+    )
+    assert (
+        personas["viewer"]
+        .post(C + f"messages/{sent['offsetMsgId']}/resend/", {"group": "g", "clientId": "c"})
+        .status_code
+        == 403
+    )
+    refused = op.post(
+        C + f"messages/{sent['offsetMsgId']}/resend/",
+        {"group": "nobody", "clientId": "1.2.3.4@1"},
+        follow=True,
+    )
+    assert b"not resent" in refused.content
+    assert AuditEntry.objects.filter(action="message.resend", result="error").count() == 1
