@@ -36,7 +36,8 @@ def _today(table: dict[str, str], now_key: str, morning_key: str) -> int | None:
 
 async def broker_rows(admin: AdminClient) -> list[dict[str, Any]]:
     """One row per broker address: cluster, name, id, role, version, TPS in/out, messages
-    today, disk use, boot time; figures None with ``error`` set when the broker did not answer."""
+    today, disk use, boot time, last heartbeat (its last registration with the nameserver);
+    figures None with ``error`` set when the broker did not answer."""
     info = await admin.cluster_info()
     members = [
         (cluster, name, int(broker_id), addr)
@@ -45,8 +46,10 @@ async def broker_rows(admin: AdminClient) -> list[dict[str, Any]]:
         if name in info.brokers
         for broker_id, addr in sorted(info.brokers[name].addrs.items())
     ]
-    answers = await asyncio.gather(
-        *(admin.broker_runtime_info(addr) for *_, addr in members), return_exceptions=True
+    answers, heartbeats = await asyncio.gather(
+        asyncio.gather(*(admin.broker_runtime_info(addr) for *_, addr in members), return_exceptions=True),
+        admin.broker_heartbeats(),
+        return_exceptions=False,
     )
     rows = []
     for (cluster, name, broker_id, addr), table in zip(members, answers, strict=True):
@@ -69,6 +72,7 @@ async def broker_rows(admin: AdminClient) -> list[dict[str, Any]]:
                 "bootTimestamp": _int(runtime, "bootTimestamp"),
                 "uptime": runtime.get("runtime"),
                 "topicCount": _int(runtime, "topicCount"),
+                "lastHeartbeat": heartbeats.get(addr),
                 "error": f"{addr} did not answer: {table}" if failed else None,
             }
         )

@@ -258,6 +258,12 @@ class AdminClient(MessageOperations):
         response = await self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)
         return ClusterInfo.from_json(self._json(response, "cluster info"))
 
+    async def broker_heartbeats(self) -> dict[str, int]:
+        """When each broker last registered with the nameserver that answered (epoch ms by address)."""
+        response = await self._namesrv(RequestCode.QUIVER_GET_BROKER_LIVE_INFO)
+        table = self._json(response, "broker live info").get("lastUpdateTimestamp") or {}
+        return {str(addr): int(ms) for addr, ms in table.items()}
+
     async def topic_list(self) -> list[str]:
         """Every topic the nameservers route, system topics included, sorted."""
         response = await self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)

@@ -66,6 +66,7 @@ class NamesrvProcessor:
             RequestCode.QUERY_DATA_VERSION: self.query_data_version,
             RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route,
             RequestCode.GET_BROKER_CLUSTER_INFO: self.cluster_info,
+            RequestCode.QUIVER_GET_BROKER_LIVE_INFO: self.broker_live_info,
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.topic_list,
             RequestCode.GET_TOPICS_BY_CLUSTER: self.topics_by_cluster,
             RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
@@ -153,6 +154,11 @@ class NamesrvProcessor:
 
     def cluster_info(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
         return request.response(body=orjson.dumps(self.routes.cluster_info()))
+
+    def broker_live_info(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        """When each registered broker last registered (its heartbeat), epoch ms by address."""
+        live = {addr: info.last_update_ms for addr, info in sorted(self.routes.broker_live_table.items())}
+        return request.response(body=orjson.dumps({"lastUpdateTimestamp": live}))
 
     def topic_list(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
         return request.response(body=orjson.dumps({"topicList": self.routes.topic_list()}))

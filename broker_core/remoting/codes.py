@@ -132,6 +132,8 @@ class RequestCode(IntEnum):
     # Delayed messages waiting per delay level (with the next due time) and the pending
     # half messages of transactions (with their age): what RocketMQ hides in system topics.
     QUIVER_GET_SCHEDULE_STATUS = 90004
+    # Nameserver: when each broker last registered (its heartbeat), by address.
+    QUIVER_GET_BROKER_LIVE_INFO = 90100
 
 
 class ResponseCode(IntEnum):

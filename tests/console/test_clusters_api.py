@@ -39,6 +39,7 @@ def test_brokers_come_with_their_figures_and_outsiders_get_nothing(
     assert broker["cluster"] == "ConsoleCluster" and broker["role"] == "master"
     assert broker["version"].startswith("Quiver") and broker["error"] is None
     assert broker["putTps"] is not None and 0 <= broker["diskUsedPercent"] <= 100
+    assert broker["lastHeartbeat"] > 0 and broker["lastHeartbeat"] >= broker["bootTimestamp"]
     assert body["unreadable"] == []
     assert personas["outsider"].get("/api/clusters/default/brokers/").status_code == 403
     assert personas["viewer"].get("/api/clusters/nope/brokers/").status_code == 404
