@@ -17,6 +17,12 @@ urlpatterns = [
     ),
     path("clusters/<slug:cluster>/groups/<str:group>/reset/apply/", views.reset_apply, name="reset-apply"),
     path("clusters/<slug:cluster>/groups/<str:group>/config/", views.save_config, name="config"),
+    path("clusters/<slug:cluster>/groups/<str:group>/delete/", views.delete_group, name="delete"),
+    path(
+        "clusters/<slug:cluster>/groups/<str:group>/clients/<str:client_id>/",
+        views.client_info,
+        name="client",
+    ),
     path(base, api.GroupList.as_view(), name="api-list"),
     path(
         "api/clusters/<slug:cluster>/producers/<str:group>/",

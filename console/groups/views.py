@@ -181,3 +181,45 @@ def save_config(request: HttpRequest, cluster: str, group: str) -> HttpResponse:
     else:
         flash.success(request, "saved the group's config on every master")
     return redirect("groups:detail", cluster=cluster, group=group)
+
+
+@login_required
+@require_POST
+def delete_group(request: HttpRequest, cluster: str, group: str) -> HttpResponse:
+    """Delete the group (config, offsets, retry topic) after its impact, confirmed (admins)."""
+    ref = cluster_for(request, cluster, "admin")
+    if request.POST.get("confirm") != group:
+        flash.error(request, "not deleted: type the group's name to confirm")
+        return redirect("groups:detail", cluster=cluster, group=group)
+
+    async def remove(admin: Any) -> list[str]:
+        addrs = sorted((await admin.cluster_info()).master_addrs().values())
+        for addr in addrs:
+            await admin.delete_subscription_group(group, broker_addr=addr, remove_offset=True)
+        return addrs
+
+    try:
+        with audited(request, "group.delete", ref.name, group) as audit:
+            audit.before, _ = ask(ref, lambda admin: services.impact(admin, group))
+            deleted, error = ask(ref, remove)
+            if error:
+                raise ResetFailed(error)
+            audit.after = {"deletedOn": deleted}
+    except ResetFailed as exc:
+        flash.error(request, f"not deleted: {exc}")
+        return redirect("groups:detail", cluster=cluster, group=group)
+    flash.success(request, f"deleted {group}")
+    return redirect("groups:list", cluster=cluster)
+
+
+@login_required
+@require_GET
+def client_info(request: HttpRequest, cluster: str, group: str, client_id: str) -> HttpResponse:
+    """What one online client of the group says of itself (its running info)."""
+    ref = cluster_for(request, cluster)
+    text, error = ask(ref, lambda admin: admin.consumer_running_info(group, client_id))
+    return render(
+        request,
+        "groups/client.html",
+        context(request, ref, group=group, client_id=client_id, text=text, errors=[error] if error else []),
+    )

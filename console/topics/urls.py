@@ -15,6 +15,7 @@ urlpatterns = [
     path("clusters/<slug:cluster>/topics/<str:topic>/send/", views.send_message, name="send"),
     path("clusters/<slug:cluster>/topics-new/", views.create_topic, name="create"),
     path("clusters/<slug:cluster>/topics/<str:topic>/delete/", views.delete_topic, name="delete"),
+    path("clusters/<slug:cluster>/topics/<str:topic>/update/", views.update_topic, name="update"),
     path(base, api.TopicList.as_view(), name="api-list"),
     path(base + "<str:topic>/", api.TopicDetail.as_view(), name="api-detail"),
     path(base + "<str:topic>/impact/", api.TopicImpact.as_view(), name="api-impact"),

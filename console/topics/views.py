@@ -177,3 +177,43 @@ def delete_topic(request: HttpRequest, cluster: str, topic: str) -> HttpResponse
 
 class PageActionFailed(Exception):
     """A page's change did not happen (the broker's words are the message; the audit row says so)."""
+
+
+@login_required
+@require_POST
+def update_topic(request: HttpRequest, cluster: str, topic: str) -> HttpResponse:
+    """Change a topic's queue counts, permission or order flag on every master (operators)."""
+    ref = cluster_for(request, cluster, "operate")
+    form = TopicWrite(
+        data={
+            "readQueueNums": request.POST.get("readQueueNums") or 8,
+            "writeQueueNums": request.POST.get("writeQueueNums") or 8,
+            "perm": request.POST.get("perm") or "RW",
+            "order": request.POST.get("order") == "on",
+        }
+    )
+    if not form.is_valid():
+        flash.error(request, f"not updated: {form.errors}")
+        return redirect("topics:detail", cluster=cluster, topic=topic)
+    data = form.validated_data
+    config = TopicConfig(
+        topic, data["readQueueNums"], data["writeQueueNums"], PERMS[data["perm"]], order=data["order"]
+    )
+
+    async def write(admin: Any) -> list[str]:
+        addrs = sorted((await admin.cluster_info()).master_addrs().values())
+        for addr in addrs:
+            await admin.create_or_update_topic(config, broker_addr=addr)
+        return addrs
+
+    try:
+        with audited(request, "topic.update", ref.name, topic) as audit:
+            audit.after = dict(data)
+            _brokers, error = ask(ref, write)
+            if error:
+                raise PageActionFailed(error)
+    except PageActionFailed as exc:
+        flash.error(request, f"not updated: {exc}")
+    else:
+        flash.success(request, f"updated {topic} on every master")
+    return redirect("topics:detail", cluster=cluster, topic=topic)

@@ -166,3 +166,29 @@ def test_find_by_key_and_the_resend_form(topic: str, personas: dict[str, Client]
     )
     assert b"not resent" in refused.content
     assert AuditEntry.objects.filter(action="message.resend", result="error").count() == 1
+
+
+def test_topic_update_and_group_delete_from_the_pages(topic: str, personas: dict[str, Client]) -> None:
+    assert personas["viewer"].post(C + f"topics/{topic}/update/", {"readQueueNums": "3"}).status_code == 403
+    done = personas["operator"].post(
+        C + f"topics/{topic}/update/",
+        {"readQueueNums": "3", "writeQueueNums": "3", "perm": "RW"},
+        follow=True,
+    )
+    assert b"updated PageTopic" in done.content
+    detail = personas["viewer"].get(f"/api/clusters/default/topics/{topic}/").json()
+    assert (
+        detail["route"]["queueDatas"][0]["writeQueueNums"] == 3
+        or detail["route"]["queueDatas"][0]["readQueueNums"] == 3
+    )
+    personas["operator"].post(
+        "/api/clusters/default/groups/", {"name": "doomed-group"}, content_type="application/json"
+    )
+    assert 'id="delete-group"' in personas["admin"].get(C + "groups/doomed-group/").content.decode()
+    assert (
+        personas["operator"].post(C + "groups/doomed-group/delete/", {"confirm": "doomed-group"}).status_code
+        == 403
+    )
+    gone = personas["admin"].post(C + "groups/doomed-group/delete/", {"confirm": "doomed-group"}, follow=True)
+    assert b"deleted doomed-group" in gone.content
+    assert AuditEntry.objects.filter(action="group.delete", target="doomed-group", result="ok").count() == 1
