@@ -18,6 +18,7 @@ from broker_core.errors import AdminError
 from console.audit.services import audited
 from console.core.access import allowed, role_name
 from console.core.apiviews import ClusterAPIView, documented
+from console.core.brokers import on_every_master
 from nameserver import services, traffic
 from nameserver.clusters import managed_clusters
 from nameserver.models import Cluster
@@ -177,10 +178,7 @@ class Acl(ClusterAPIView):
             account["admin"] = "true" if account["admin"] else "false"
 
         async def write(admin: Any) -> list[str]:
-            addrs = await _masters(admin)
-            for addr in addrs:
-                await admin.update_acl_account(addr, account)
-            return addrs
+            return await on_every_master(admin, lambda addr: admin.update_acl_account(addr, account))
 
         with audited(request, "acl.account.save", self.cluster.name, account["accessKey"]) as audit:
             audit.after = {k: v for k, v in account.items() if k != "secretKey"}
@@ -198,10 +196,7 @@ class AclAccountDetail(ClusterAPIView):
     @documented("Delete an ACL account from every master")
     def delete(self, request: Request, cluster: str, access_key: str) -> Response:
         async def remove(admin: Any) -> list[str]:
-            addrs = await _masters(admin)
-            for addr in addrs:
-                await admin.delete_acl_account(addr, access_key)
-            return addrs
+            return await on_every_master(admin, lambda addr: admin.delete_acl_account(addr, access_key))
 
         with audited(request, "acl.account.delete", self.cluster.name, access_key):
             self.admin(remove)
@@ -220,10 +215,7 @@ class AclWhiteList(ClusterAPIView):
         addresses = form.validated_data["addresses"]
 
         async def write(admin: Any) -> list[str]:
-            addrs = await _masters(admin)
-            for addr in addrs:
-                await admin.update_global_white_addrs(addr, addresses)
-            return addrs
+            return await on_every_master(admin, lambda addr: admin.update_global_white_addrs(addr, addresses))
 
         with audited(request, "acl.whitelist.update", self.cluster.name, ",".join(addresses)) as audit:
             audit.after = {"addresses": addresses}

@@ -63,3 +63,17 @@ def admin_call(
 
     limit = timeout if timeout is not None else 4 * float(settings.QUIVER["BROKER_TIMEOUT_SECONDS"])
     return asyncio.run_coroutine_threadsafe(run(), loop).result(limit)
+
+
+async def on_every_master(admin: AdminClient, action: Callable[[str], Awaitable[object]]) -> list[str]:
+    """Run ``action(addr)`` on every master the nameservers list, one after another; return
+    their addresses.  The console writes topics, groups and ACL accounts this way, as
+    RocketMQ's tools do for a whole cluster."""
+    from broker_core.errors import AdminError
+
+    addrs = sorted((await admin.cluster_info()).master_addrs().values())
+    if not addrs:
+        raise AdminError("no master broker is registered")
+    for addr in addrs:
+        await action(addr)
+    return addrs

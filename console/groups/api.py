@@ -12,6 +12,7 @@ from broker_core.broker.groups import SubscriptionGroupConfig
 from broker_core.errors import AdminError
 from console.audit.services import audited
 from console.core.apiviews import ClusterAPIView, documented
+from console.core.brokers import on_every_master
 from console.groups import services
 from console.groups.serializers import GroupConfigWrite, OffsetReset
 from console.topics.api import page_of
@@ -38,12 +39,9 @@ class GroupWriter(ClusterAPIView):
             async def write(admin: Any) -> list[str]:
                 if broker_cluster:
                     return await admin.create_or_update_subscription_group(config, cluster=broker_cluster)
-                addrs = sorted((await admin.cluster_info()).master_addrs().values())
-                if not addrs:
-                    raise AdminError("no master broker is registered")
-                for addr in addrs:
-                    await admin.create_or_update_subscription_group(config, broker_addr=addr)
-                return addrs
+                return await on_every_master(
+                    admin, lambda addr: admin.create_or_update_subscription_group(config, broker_addr=addr)
+                )
 
             brokers = self.admin(write)
         body = {"group": name, "brokers": brokers, "config": config.to_json()}
@@ -101,10 +99,10 @@ class GroupDetail(GroupWriter):
             audit.before = self.admin(lambda admin: services.impact(admin, group))
 
             async def delete(admin: Any) -> list[str]:
-                addrs = sorted((await admin.cluster_info()).master_addrs().values())
-                for addr in addrs:
-                    await admin.delete_subscription_group(group, broker_addr=addr, remove_offset=True)
-                return addrs
+                return await on_every_master(
+                    admin,
+                    lambda addr: admin.delete_subscription_group(group, broker_addr=addr, remove_offset=True),
+                )
 
             audit.after = {"deletedOn": self.admin(delete)}
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from broker_core.broker.groups import SubscriptionGroupConfig
 from console.audit.services import audited
+from console.core.brokers import on_every_master
 from console.core.pages import ask, cluster_for, context
 from console.groups import services
 from console.groups.serializers import GroupConfigWrite
@@ -165,10 +166,9 @@ def save_config(request: HttpRequest, cluster: str, group: str) -> HttpResponse:
     )
 
     async def write(admin: Any) -> list[str]:
-        addrs = sorted((await admin.cluster_info()).master_addrs().values())
-        for addr in addrs:
-            await admin.create_or_update_subscription_group(config, broker_addr=addr)
-        return addrs
+        return await on_every_master(
+            admin, lambda addr: admin.create_or_update_subscription_group(config, broker_addr=addr)
+        )
 
     try:
         with audited(request, "group.update", ref.name, group) as audit:
@@ -193,10 +193,9 @@ def delete_group(request: HttpRequest, cluster: str, group: str) -> HttpResponse
         return redirect("groups:detail", cluster=cluster, group=group)
 
     async def remove(admin: Any) -> list[str]:
-        addrs = sorted((await admin.cluster_info()).master_addrs().values())
-        for addr in addrs:
-            await admin.delete_subscription_group(group, broker_addr=addr, remove_offset=True)
-        return addrs
+        return await on_every_master(
+            admin, lambda addr: admin.delete_subscription_group(group, broker_addr=addr, remove_offset=True)
+        )
 
     try:
         with audited(request, "group.delete", ref.name, group) as audit:

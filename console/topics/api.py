@@ -12,6 +12,7 @@ from broker_core.broker.topics import PERM_READ, PERM_WRITE, TopicConfig
 from broker_core.errors import AdminError
 from console.audit.services import audited
 from console.core.apiviews import ClusterAPIView, documented
+from console.core.brokers import on_every_master
 from console.topics import services
 from console.topics.serializers import TestMessage, TopicWrite
 
@@ -45,12 +46,9 @@ class TopicWriter(ClusterAPIView):
             async def write(admin: Any) -> list[str]:
                 if broker_cluster:
                     return await admin.create_or_update_topic(config, cluster=broker_cluster)
-                addrs = sorted((await admin.cluster_info()).master_addrs().values())
-                if not addrs:
-                    raise AdminError("no master broker is registered")
-                for addr in addrs:
-                    await admin.create_or_update_topic(config, broker_addr=addr)
-                return addrs
+                return await on_every_master(
+                    admin, lambda addr: admin.create_or_update_topic(config, broker_addr=addr)
+                )
 
             brokers = self.admin(write)
         body = {"name": name, "brokers": brokers, **audit.after}

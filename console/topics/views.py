@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from broker_core.broker.topics import TopicConfig
 from console.audit.services import audited
 from console.core.access import allowed
+from console.core.brokers import on_every_master
 from console.core.pages import ask, cluster_for, context
 from console.topics import services
 from console.topics.api import PERMS
@@ -135,10 +136,9 @@ def create_topic(request: HttpRequest, cluster: str) -> HttpResponse:
     )
 
     async def write(admin: Any) -> list[str]:
-        addrs = sorted((await admin.cluster_info()).master_addrs().values())
-        for addr in addrs:
-            await admin.create_or_update_topic(config, broker_addr=addr)
-        return addrs
+        return await on_every_master(
+            admin, lambda addr: admin.create_or_update_topic(config, broker_addr=addr)
+        )
 
     try:
         with audited(request, "topic.create", ref.name, data["name"]) as audit:
@@ -201,10 +201,9 @@ def update_topic(request: HttpRequest, cluster: str, topic: str) -> HttpResponse
     )
 
     async def write(admin: Any) -> list[str]:
-        addrs = sorted((await admin.cluster_info()).master_addrs().values())
-        for addr in addrs:
-            await admin.create_or_update_topic(config, broker_addr=addr)
-        return addrs
+        return await on_every_master(
+            admin, lambda addr: admin.create_or_update_topic(config, broker_addr=addr)
+        )
 
     try:
         with audited(request, "topic.update", ref.name, topic) as audit:
