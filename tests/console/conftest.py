@@ -24,10 +24,10 @@ class Servers:
     store: Path
 
 
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    """A nameserver and a broker (``broker-a`` of ``ConsoleCluster``) for a module's tests."""
-    work = tmp_path_factory.mktemp("console-servers")
+@contextlib.contextmanager
+def run_servers(work: Path, **broker_settings: Any) -> Iterator[Servers]:
+    """A nameserver and a broker (``broker-a``) as child processes, the store under ``work``;
+    ``broker_settings`` add to or override its broker.conf."""
     with contextlib.ExitStack() as stack:
         (work / "namesrv.conf").write_text("listenPort = 0\n")
         _, namesrv = stack.enter_context(
@@ -43,10 +43,18 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
             "mappedFileSizeCommitLog": 1024 * 1024,
             "warmMappedFileEnable": "false",
             "autoCreateTopicEnable": "true",
+            **broker_settings,
         }
         (work / "broker.conf").write_text("".join(f"{k} = {v}\n" for k, v in conf.items()))
         _, broker = stack.enter_context(cli_server("broker", work / "broker.conf", log=work / "broker.log"))
         yield Servers(namesrv, broker, work / "store")
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    """A nameserver and a broker for a module's tests."""
+    with run_servers(tmp_path_factory.mktemp("console-servers")) as found:
+        yield found
 
 
 @pytest.fixture

@@ -3,17 +3,15 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 
 import pytest
 import yaml
 from django.test import Client
 
-from broker_core.testing import cli_server
 from console.audit.models import AuditEntry
 
-from .conftest import Servers
+from .conftest import Servers, run_servers
 
 pytestmark = pytest.mark.django_db
 
@@ -30,25 +28,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
         "accounts": [{"accessKey": "rocketmq2", "secretKey": "12345678", "admin": True}],
     }
     (work / "store" / "config" / "plain_acl.yml").write_text(yaml.safe_dump(acl))
-    with contextlib.ExitStack() as stack:
-        (work / "namesrv.conf").write_text("listenPort = 0\n")
-        _, namesrv = stack.enter_context(
-            cli_server("namesrv", work / "namesrv.conf", log=work / "namesrv.log")
-        )
-        conf = {
-            "brokerClusterName": "AclCluster",
-            "brokerName": "broker-acl",
-            "brokerIP1": "127.0.0.1",
-            "listenPort": 0,
-            "namesrvAddr": namesrv,
-            "storePathRootDir": work / "store",
-            "mappedFileSizeCommitLog": 1024 * 1024,
-            "warmMappedFileEnable": "false",
-            "aclEnable": "true",
-        }
-        (work / "broker.conf").write_text("".join(f"{k} = {v}\n" for k, v in conf.items()))
-        _, broker = stack.enter_context(cli_server("broker", work / "broker.conf", log=work / "broker.log"))
-        yield Servers(namesrv, broker, work / "store")
+    with run_servers(work, aclEnable="true") as found:
+        yield found
 
 
 def test_accounts_are_managed_by_admins_and_shown_without_secrets_to_others(
