@@ -45,10 +45,13 @@ class TopicWriter(ClusterAPIView):
 
             async def write(admin: Any) -> list[str]:
                 if broker_cluster:
-                    return await admin.create_or_update_topic(config, cluster=broker_cluster)
-                return await on_every_master(
-                    admin, lambda addr: admin.create_or_update_topic(config, broker_addr=addr)
-                )
+                    addrs = await admin.create_or_update_topic(config, cluster=broker_cluster)
+                else:
+                    addrs = await on_every_master(
+                        admin, lambda addr: admin.create_or_update_topic(config, broker_addr=addr)
+                    )
+                await services.until_routed(admin, name)  # usable as soon as we answer
+                return addrs
 
             brokers = self.admin(write)
         body = {"name": name, "brokers": brokers, **audit.after}

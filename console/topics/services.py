@@ -152,3 +152,17 @@ async def impact(admin: AdminClient, topic: str) -> dict[str, Any]:
         "totalLag": sum(g["lag"] for g in groups),
         "safe": not groups and stats.total_messages == 0,
     }
+
+
+async def until_routed(admin: AdminClient, topic: str, timeout_s: float = 5.0) -> bool:
+    """Wait (bounded) until the nameservers route ``topic``: a broker registers a new topic
+    a moment after creating it, and a send or a browse right after must find it."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        try:
+            await admin.topic_route(topic)
+            return True
+        except AdminError:
+            if asyncio.get_running_loop().time() > deadline:
+                return False
+            await asyncio.sleep(0.05)

@@ -136,9 +136,11 @@ def create_topic(request: HttpRequest, cluster: str) -> HttpResponse:
     )
 
     async def write(admin: Any) -> list[str]:
-        return await on_every_master(
+        addrs = await on_every_master(
             admin, lambda addr: admin.create_or_update_topic(config, broker_addr=addr)
         )
+        await services.until_routed(admin, config.topic_name)  # its page works at once
+        return addrs
 
     try:
         with audited(request, "topic.create", ref.name, data["name"]) as audit:
