@@ -131,6 +131,7 @@ class ClientInstance:
         self._remoting.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_consumer_ids_changed)
         self._remoting.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
         self._remoting.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state)
+        self._remoting.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_running_info)
         self._timers = [
             asyncio.create_task(self._every(self.config.poll_name_server_interval, self.refresh_routes)),
             asyncio.create_task(self._every(self.config.heartbeat_broker_interval, self.heartbeat_all)),
@@ -161,6 +162,14 @@ class ClientInstance:
             log.warning("transaction check for group %r from %s: no producer", group, conn.remote_address)
             return
         check(conn.remote_address, msg, dict(request.ext_fields))
+
+    def _on_running_info(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        """A console asks a consumer of ours about itself (relayed by the broker)."""
+        member = self.consumers.get(request.ext_fields.get("consumerGroup", ""))
+        info = getattr(member, "running_info", None)
+        if info is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, "no consumer of that group in this client")
+        return request.response(body=fastjson.dumps(info()))
 
     def _on_reset_offset(self, request: RemotingCommand, conn: Any) -> None:
         """A broker reset a group's offsets (the console, mqadmin): its consumer jumps there."""

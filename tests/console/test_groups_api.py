@@ -175,3 +175,35 @@ def test_subscription_group_config_and_delete_after_the_impact_check(
     assert personas["admin"].delete(GROUPS + "audit-readers/?confirm=audit-readers").status_code == 204
     assert personas["viewer"].get(GROUPS + "audit-readers/").status_code == 404
     assert [r.action for r in AuditEntry.objects.order_by("id")] == ["group.create", "group.delete"]
+
+
+def test_an_online_clients_running_info(
+    on_servers: Servers, personas: dict[str, Client], names: tuple[str, str]
+) -> None:
+    topic, group = names
+    personas["operator"].post(
+        "/api/clusters/default/topics/", {"name": topic}, content_type="application/json"
+    )
+    consumer = (
+        PushConsumer(group, on_servers.namesrv_addr).subscribe(topic).register_listener(Counter()).start()
+    )
+    try:
+        detail = wait_for(
+            lambda: (d := personas["viewer"].get(GROUPS + f"{group}/").json()).get("connection") and d,
+            30,
+            "online",
+        )
+        client_id = detail["connection"]["connectionSet"][0]["clientId"]
+        info = wait_for(
+            lambda: (
+                (r := personas["viewer"].get(GROUPS + f"{group}/clients/{client_id}/")).status_code == 200
+                and r
+            ),
+            30,
+            "the running info",
+        ).json()["runningInfo"]
+        assert '"PROP_CONSUME_TYPE"' in info and '"mqTable"' in info and topic in info
+        page = personas["viewer"].get(f"/clusters/default/groups/{group}/clients/{client_id}/")
+        assert page.status_code == 200 and b"PROP_CONSUME_TYPE" in page.content
+    finally:
+        consumer.shutdown()

@@ -218,6 +218,41 @@ class PushConsumer:
             "unitMode": False,
         }
 
+    def running_info(self) -> dict[str, Any]:
+        """What this consumer says of itself when a console asks (GET_CONSUMER_RUNNING_INFO):
+        its settings, subscriptions, and per queue the committed offset and what it holds."""
+        offsets = self._store.offsets() if self._store is not None else {}
+        queues = {}
+        for mq, pq in sorted(self.process_queues.items()):
+            with pq.lock:
+                cached, size = len(pq.messages), pq.size
+            queues[mq] = {
+                "commitOffset": offsets.get(mq, -1),
+                "cachedMsgCount": cached,
+                "cachedMsgSizeInMiB": round(size / (1024 * 1024), 3),
+                "locked": pq.locked,
+                "droped": pq.dropped,  # sic: RocketMQ's field name
+            }
+        return {
+            "properties": {
+                "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY",
+                "PROP_CONSUMEORDERLY": str(self.orderly).lower(),
+                "PROP_THREADPOOL_CORE_SIZE": str(self.consume_thread_min),
+                "PROP_CLIENT_VERSION": "Quiver Python client",
+                "messageModel": self.message_model,
+                "consumeFromWhere": self.consume_from_where,
+                "pullBatchSize": str(self.pull_batch_size),
+                "pullThresholdForQueue": str(self.pull_threshold_for_queue),
+                "consumeMessageBatchMaxSize": str(self.batch_size),
+                "maxReconsumeTimes": str(self.max_reconsume_times),
+            },
+            "subscriptionSet": [
+                SubscriptionData.of(topic, expression).to_json()
+                for topic, expression in sorted(self._all_subscriptions().items())
+            ],
+            "mqTable": queues,
+        }
+
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def start(self) -> PushConsumer:
