@@ -14,8 +14,10 @@ import asyncio
 from typing import Any
 
 from broker_core.client.admin import AdminClient
+from broker_core.client.adminmodels import as_message_queue
 from broker_core.errors import AdminError
 from broker_core.messagequeue import MessageQueue
+from broker_core.remoting import fastjson
 from broker_core.remoting.codes import ResponseCode
 
 SYSTEM_GROUPS = frozenset(
@@ -140,6 +142,10 @@ async def group_detail(admin: AdminClient, group: str) -> dict[str, Any]:
         if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
             raise
         connection = None
+    if connection is not None:
+        owners = await queue_owners(admin, group, [c["clientId"] for c in connection["connectionSet"]])
+        for q in queues:
+            q["clientId"] = owners.get((q["topic"], q["brokerName"], q["queueId"]))
     tables = await asyncio.gather(*(admin.subscription_groups(a) for a in masters.values()))
     configs = {
         name: table[group].to_json() for name, table in zip(masters, tables, strict=True) if group in table
@@ -157,6 +163,31 @@ async def group_detail(admin: AdminClient, group: str) -> dict[str, Any]:
         "queues": queues,
         "configs": configs,
     }
+
+
+async def queue_owners(
+    admin: AdminClient, group: str, client_ids: list[str]
+) -> dict[tuple[str, str, int], str]:
+    """Which online client holds each queue, from each client's running info (its mqTable).
+
+    One request per client, not per queue; a client whose answer cannot be read (the C++
+    client's is not JSON) simply owns nothing here.
+    """
+    answers = await asyncio.gather(
+        *(admin.consumer_running_info(group, client) for client in client_ids), return_exceptions=True
+    )
+    owners: dict[tuple[str, str, int], str] = {}
+    for client, answer in zip(client_ids, answers, strict=True):
+        if isinstance(answer, BaseException):
+            continue
+        try:
+            table = fastjson.loads(answer).get("mqTable") or {}
+            for key in table:
+                mq = as_message_queue(key)
+                owners[(mq.topic, mq.broker_name, mq.queue_id)] = client
+        except (fastjson.FastjsonError, ValueError, AttributeError, KeyError, TypeError):
+            continue
+    return owners
 
 
 async def current_offsets(admin: AdminClient, group: str, topic: str) -> dict[MessageQueue, dict[str, int]]:

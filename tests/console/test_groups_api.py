@@ -203,6 +203,17 @@ def test_an_online_clients_running_info(
             "the running info",
         ).json()["runningInfo"]
         assert '"PROP_CONSUME_TYPE"' in info and '"mqTable"' in info and topic in info
+        # The group's page says which client holds each of its queues.
+        queues = wait_for(
+            lambda: [
+                q
+                for q in personas["viewer"].get(GROUPS + f"{group}/").json()["queues"]
+                if q["topic"] == topic and q.get("clientId")
+            ],
+            30,
+            "queues with their client",
+        )
+        assert {q["clientId"] for q in queues} == {client_id}
         page = personas["viewer"].get(f"/clusters/default/groups/{group}/clients/{client_id}/")
         assert page.status_code == 200 and b"PROP_CONSUME_TYPE" in page.content
     finally:
