@@ -266,6 +266,10 @@ class BrokerConfig:
     broker_role: BrokerRole = "ASYNC_MASTER"
     # Off unless asked for (RocketMQ defaults to on; production configs turn it off).
     auto_create_topic_enable: bool = False
+    # RocketMQ's message-trace topic, created by the broker when enabled (clients with
+    # enableMsgTrace write their trace records there; the console reads them).
+    trace_topic_enable: bool = False
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     auto_create_subscription_group: bool = True
     default_topic_queue_nums: int = 8
     # PERM_READ | PERM_WRITE

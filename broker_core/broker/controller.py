@@ -293,6 +293,8 @@ class BrokerController:
             TopicConfig(self.config.broker_cluster_name, 1, 1, PERM_RW | PERM_INHERIT),
             TopicConfig(self.config.broker_name, 1, 1, PERM_RW | PERM_INHERIT),
         ]
+        if self.config.trace_topic_enable:
+            system.append(TopicConfig(self.config.msg_trace_topic_name, 1, 1, PERM_RW))
         if self.config.auto_create_topic_enable:
             queues = self.config.default_topic_queue_nums
             system.append(TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, queues, queues, PERM_RW | PERM_INHERIT))

@@ -12,7 +12,7 @@ from broker_core.client.admin import DEFAULT_QUERY_MAX_NUM
 from broker_core.errors import AdminError
 from console.audit.services import audited
 from console.core.apiviews import ClusterAPIView, documented
-from console.messages import services
+from console.messages import services, trace
 
 MAX_PAGE = 500
 
@@ -95,3 +95,20 @@ class MessageResend(ClusterAPIView):
             {"msgId": msg_id, "group": group, "clientId": client_id, "result": result},
             status=status.HTTP_200_OK,
         )
+
+
+class MessageTrace(ClusterAPIView):
+    """GET ``?traceTopic=`` (default RMQ_SYS_TRACE_TOPIC): the message's trace as RocketMQ's
+    clients record it with tracing on: published when, by whom, how long it took; per
+    consumer group each attempt with its cost and outcome."""
+
+    @documented("A message's trace: publication and consumption by group")
+    def get(self, request: Request, cluster: str, msg_id: str) -> Response:
+        topic = request.query_params.get("traceTopic") or trace.DEFAULT_TRACE_TOPIC
+
+        async def look(admin):  # type: ignore[no-untyped-def]
+            found = await admin.query_by_key(topic, msg_id)
+            return [m.body.decode("utf-8", errors="replace") for m in found]
+
+        bodies = self.admin(look)
+        return Response({**trace.trace_of(msg_id, bodies), "traceTopic": topic})

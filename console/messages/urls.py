@@ -18,4 +18,5 @@ urlpatterns = [
     path(base + "messages/by-key/", api.MessagesByKey.as_view(), name="api-by-key"),
     path(base + "messages/<str:msg_id>/", api.MessageDetail.as_view(), name="api-detail"),
     path(base + "messages/<str:msg_id>/resend/", api.MessageResend.as_view(), name="api-resend"),
+    path(base + "messages/<str:msg_id>/trace/", api.MessageTrace.as_view(), name="api-trace"),
 ]

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from broker_core.client.admin import DEFAULT_QUERY_MAX_NUM
 from console.audit.services import audited
 from console.core.pages import ask, cluster_for, context
-from console.messages import services
+from console.messages import services, trace
 
 
 def _ms(request: HttpRequest, name: str, default: int) -> int:
@@ -54,12 +54,22 @@ def detail(request: HttpRequest, cluster: str, msg_id: str) -> HttpResponse:
     answer = ask(ref, look)
     found, error = answer
     shown, track = found if found is not None else (None, [])
+    traced = None
+    if shown is not None and shown.get("uniqKey"):
+        bodies, _no_trace = ask(ref, lambda admin: _trace_bodies(admin, shown["uniqKey"]))
+        traced = trace.trace_of(shown["uniqKey"], bodies) if bodies else None
     return render(
         request,
         "messages/detail.html",
-        context(request, ref, msg=shown, track=track, errors=[error] if error else []),
+        context(request, ref, msg=shown, track=track, trace=traced, errors=[error] if error else []),
         status=answer.status,
     )
+
+
+async def _trace_bodies(admin: Any, uniq_key: str) -> list[str]:
+    """The trace records' bodies for a message (none when there is no trace topic)."""
+    found = await admin.query_by_key(trace.DEFAULT_TRACE_TOPIC, uniq_key)
+    return [m.body.decode("utf-8", errors="replace") for m in found]
 
 
 @login_required

@@ -4,13 +4,22 @@ explicit truncated marker), by key, by id; body views; consumption by group."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import pytest
 from django.test import Client
 
 from tests.servers import wait_for
 
-from .conftest import Servers
+from .conftest import Servers, run_servers
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    """This module's broker also keeps RocketMQ's trace topic (traceTopicEnable)."""
+    with run_servers(tmp_path_factory.mktemp("message-servers"), traceTopicEnable="true") as found:
+        yield found
+
 
 pytestmark = pytest.mark.django_db
 
@@ -122,3 +131,86 @@ def test_a_message_says_which_groups_consumed_it(
         API + f"messages/{first['offsetMsgId']}/resend/", {}, content_type="application/json"
     )
     assert missing.status_code == 400
+
+
+def test_a_messages_trace_is_read_from_the_trace_topic(
+    on_servers: Servers, personas: dict[str, Client]
+) -> None:
+    op = personas["operator"]
+    op.post(
+        API + "topics/", {"name": "TracedTopic"}, content_type="application/json"
+    )  # the broker made the trace topic
+    sent = op.post(
+        API + "topics/TracedTopic/messages/",
+        {"body": "traced", "keys": "k1"},
+        content_type="application/json",
+    ).json()
+    uniq, offset_id = sent["msgId"], sent["offsetMsgId"]
+    t0 = int(time.time() * 1000)
+    records = [
+        [
+            "Pub",
+            t0,
+            "DefaultRegion",
+            "pg",
+            "TracedTopic",
+            uniq,
+            "TagA",
+            "k1",
+            on_servers.broker_addr,
+            6,
+            3,
+            0,
+            offset_id,
+            "true",
+        ],
+        ["SubBefore", t0 + 10, "DefaultRegion", "cg", "req-1", uniq, 0, "k1"],
+        ["SubAfter", "req-1", uniq, 5, "true", "k1", 0, t0 + 15, "cg"],
+        ["SubBefore", t0 + 20, "DefaultRegion", "other", "req-2", uniq, 0, "k1"],
+        ["Pub", t0, "DefaultRegion", "pg", "TracedTopic", "SOMEONE-ELSE", "", "", "", 1, 1, 0],
+    ]
+    body = "".join("\x01".join(map(str, r)) + "\x02" for r in records)
+    op.post(
+        API + "topics/RMQ_SYS_TRACE_TOPIC/messages/",
+        {"body": body, "keys": f"{uniq} k1"},
+        content_type="application/json",
+    )
+    trace = wait_for(
+        lambda: (t := personas["viewer"].get(API + f"messages/{uniq}/trace/").json()).get("publish") and t,
+        10,
+        "the trace",
+    )
+    (pub,) = trace["publish"]
+    assert pub["costMs"] == 3 and pub["offsetMsgId"] == offset_id and pub["success"] is True
+    assert trace["consumers"]["cg"] == [
+        {"startedAt": t0 + 10, "retryTimes": 0, "costMs": 5, "success": True, "finished": True}
+    ]
+    assert trace["consumers"]["other"][0]["finished"] is False  # started, no outcome recorded
+    assert trace["records"] == 4  # the other message's record is not this one's
+
+
+def test_the_message_page_shows_its_trace(on_servers: Servers, personas: dict[str, Client]) -> None:
+    op = personas["operator"]
+    op.post(API + "topics/", {"name": "PageTraced"}, content_type="application/json")
+    sent = op.post(API + "topics/PageTraced/messages/", {"body": "x"}, content_type="application/json").json()
+    t0 = int(time.time() * 1000)
+    body = "\x01".join(
+        map(
+            str, ["Pub", t0, "R", "page-producers", "PageTraced", sent["msgId"], "", "", "h", 1, 4, 0, "true"]
+        )
+    )
+    op.post(
+        API + "topics/RMQ_SYS_TRACE_TOPIC/messages/",
+        {"body": body + "\x02", "keys": sent["msgId"]},
+        content_type="application/json",
+    )
+    page = wait_for(
+        lambda: (
+            b'id="trace"'
+            in (r := personas["viewer"].get(f"/clusters/default/messages/{sent['offsetMsgId']}/")).content
+            and r
+        ),
+        10,
+        "the trace on the page",
+    )
+    assert b"page-producers" in page.content and b"4 ms" in page.content
