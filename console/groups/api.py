@@ -14,7 +14,8 @@ from console.audit.services import audited
 from console.core.apiviews import ClusterAPIView, documented
 from console.core.brokers import on_every_master
 from console.groups import services
-from console.groups.serializers import GroupConfigWrite, OffsetReset
+from console.groups.models import GroupMonitor
+from console.groups.serializers import GroupConfigWrite, MonitorWrite, OffsetReset
 from console.topics.api import page_of
 
 
@@ -172,3 +173,47 @@ class ProducerConnections(ClusterAPIView):
         topic = request.query_params.get("topic") or None
         found = self.admin(lambda admin: admin.producer_connections(group, topic))
         return Response({"group": group, "topic": topic, "connections": [c.to_json() for c in found]})
+
+
+class MonitorList(ClusterAPIView):
+    """GET: every group's thresholds on this cluster."""
+
+    @documented("Consumer-group thresholds of a cluster")
+    def get(self, request: Request, cluster: str) -> Response:
+        rows = GroupMonitor.objects.filter(cluster=self.cluster.name)
+        return Response({"monitors": [row.to_json() for row in rows]})
+
+
+class Monitor(ClusterAPIView):
+    """GET, PUT (operators), DELETE (operators): one group's thresholds."""
+
+    @documented("A consumer group's thresholds")
+    def get(self, request: Request, cluster: str, group: str) -> Response:
+        row = GroupMonitor.objects.filter(cluster=self.cluster.name, group=group).first()
+        if row is None:
+            return Response({"error": "not_found", "detail": f"no thresholds for {group}"}, status=404)
+        return Response(row.to_json())
+
+    @documented("Set a consumer group's thresholds", request=MonitorWrite)
+    def put(self, request: Request, cluster: str, group: str) -> Response:
+        form = MonitorWrite(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        with audited(request, "group.monitor.save", self.cluster.name, group) as audit:
+            row, _ = GroupMonitor.objects.update_or_create(
+                cluster=self.cluster.name,
+                group=group,
+                defaults={"min_clients": data["minClients"], "max_lag": data.get("maxLag")},
+            )
+            audit.after = row.to_json()
+        return Response(row.to_json())
+
+    @documented("Remove a consumer group's thresholds")
+    def delete(self, request: Request, cluster: str, group: str) -> Response:
+        rows = GroupMonitor.objects.filter(cluster=self.cluster.name, group=group)
+        if not rows.exists():
+            return Response({"error": "not_found", "detail": f"no thresholds for {group}"}, status=404)
+        with audited(request, "group.monitor.delete", self.cluster.name, group) as audit:
+            audit.before = rows.first().to_json()  # type: ignore[union-attr]
+            rows.delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)

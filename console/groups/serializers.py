@@ -39,3 +39,10 @@ class OffsetReset(serializers.Serializer):
         if data["mode"] == "exact" and not data.get("offsets"):
             raise serializers.ValidationError({"offsets": "give at least one queue's offset"})
         return data
+
+
+class MonitorWrite(serializers.Serializer):
+    """A group's thresholds: fewest clients online, most messages behind (null: no bound)."""
+
+    minClients = serializers.IntegerField(min_value=0, max_value=100_000, default=0)  # noqa: N815
+    maxLag = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)  # noqa: N815

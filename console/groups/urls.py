@@ -24,6 +24,8 @@ urlpatterns = [
         name="client",
     ),
     path(base, api.GroupList.as_view(), name="api-list"),
+    path("api/clusters/<slug:cluster>/monitors/", api.MonitorList.as_view(), name="api-monitors"),
+    path(base + "<str:group>/monitor/", api.Monitor.as_view(), name="api-monitor"),
     path(
         "api/clusters/<slug:cluster>/producers/<str:group>/",
         api.ProducerConnections.as_view(),

@@ -218,3 +218,19 @@ def test_an_online_clients_running_info(
         assert page.status_code == 200 and b"PROP_CONSUME_TYPE" in page.content
     finally:
         consumer.shutdown()
+
+
+def test_group_thresholds_are_kept_per_cluster(on_servers: Servers, personas: dict[str, Client]) -> None:
+    url = GROUPS + "watched/monitor/"
+    assert personas["viewer"].get(url).status_code == 404
+    assert personas["viewer"].put(url, {"minClients": 2}, content_type="application/json").status_code == 403
+    saved = personas["operator"].put(url, {"minClients": 2, "maxLag": 1000}, content_type="application/json")
+    assert saved.status_code == 200 and saved.json()["maxLag"] == 1000
+    assert (
+        personas["operator"].put(url, {"minClients": -1}, content_type="application/json").status_code == 400
+    )
+    listed = personas["viewer"].get("/api/clusters/default/monitors/").json()["monitors"]
+    assert [(m["group"], m["minClients"]) for m in listed] == [("watched", 2)]
+    assert personas["operator"].delete(url).status_code == 204
+    assert personas["operator"].delete(url).status_code == 404
+    assert AuditEntry.objects.filter(action__startswith="group.monitor").count() == 2  # a 404 changed nothing
