@@ -11,6 +11,7 @@ app_name = "nameserver"
 urlpatterns = [
     path("clusters/", views.clusters, name="clusters"),
     path("clusters/<slug:cluster>/", views.dashboard, name="dashboard"),
+    path("clusters/<slug:cluster>/brokers/<str:addr>/config/", views.broker_config, name="broker-config"),
     path("api/clusters/", api.ClusterList.as_view(), name="api-clusters"),
     path("api/clusters/<slug:cluster>/", api.ClusterDetail.as_view(), name="api-cluster"),
     path("api/clusters/<slug:cluster>/brokers/", api.BrokerList.as_view(), name="api-brokers"),

@@ -5,12 +5,14 @@ from __future__ import annotations
 import datetime as dt
 
 from django.conf import settings
+from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 from redis.exceptions import RedisError
 
+from console.audit.services import audited
 from console.core.access import allowed
 from console.core.pages import ask, cluster_for, context
 from console.groups import services as groups
@@ -63,3 +65,32 @@ def dashboard(request: HttpRequest, cluster: str) -> HttpResponse:
             errors=[e for e in (broker_error, health_error, group_error, schedule_error, jobs_error) if e],
         ),
     )
+
+
+@login_required
+def broker_config(request: HttpRequest, cluster: str, addr: str) -> HttpResponse:
+    """A broker's running settings; admins change one (until the broker restarts), audited."""
+    ref = cluster_for(request, cluster, "admin" if request.method == "POST" else "view")
+    if request.method == "POST":
+        key, value = request.POST.get("key", "").strip(), request.POST.get("value", "").strip()
+        if key:
+            try:
+                with audited(request, "broker.config.update", ref.name, addr) as audit:
+                    audit.after = {key: value}
+                    _config, error = ask(ref, lambda admin: admin.update_broker_config(addr, {key: value}))
+                    if error:
+                        raise ChangeRefused(error)
+                flash.success(request, f"{key} is now {value!r} (until the broker restarts)")
+            except ChangeRefused as exc:
+                flash.error(request, f"not changed: {exc}")
+        return redirect("nameserver:broker-config", cluster=cluster, addr=addr)
+    config, error = ask(ref, lambda admin: admin.broker_config(addr))
+    return render(
+        request,
+        "nameserver/broker_config.html",
+        context(request, ref, addr=addr, config=config or {}, errors=[error] if error else []),
+    )
+
+
+class ChangeRefused(Exception):
+    """The broker refused the change (its words are the message; the audit row says so)."""

@@ -11,6 +11,7 @@ app_name = "groups"
 base = "api/clusters/<slug:cluster>/groups/"
 urlpatterns = [
     path("clusters/<slug:cluster>/groups/", views.group_list, name="list"),
+    path("clusters/<slug:cluster>/groups-new/", views.create_group, name="create"),
     path("clusters/<slug:cluster>/groups/<str:group>/", views.group_detail, name="detail"),
     path(
         "clusters/<slug:cluster>/groups/<str:group>/reset/preview/", views.reset_preview, name="reset-preview"

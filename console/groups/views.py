@@ -3,6 +3,7 @@ offset reset (preview first, then apply, with the per-queue result)."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,7 +19,7 @@ from console.audit.services import audited
 from console.core.brokers import on_every_master
 from console.core.pages import ask, cluster_for, context
 from console.groups import services
-from console.groups.serializers import GroupConfigWrite
+from console.groups.serializers import GROUP_NAME, GroupConfigWrite
 
 
 def by_queue(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
@@ -50,6 +51,18 @@ def group_list(request: HttpRequest, cluster: str) -> HttpResponse:
         "groups/list.html",
         context(request, ref, page=page, search=request.GET.get("search", ""), sort=sort, errors=errors),
     )
+
+
+@login_required
+@require_POST
+def create_group(request: HttpRequest, cluster: str) -> HttpResponse:
+    """The list page's form: a subscription group with the broker's defaults (operators)."""
+    cluster_for(request, cluster, "operate")
+    name = request.POST.get("name", "").strip()
+    if not re.fullmatch(GROUP_NAME, name):
+        flash.error(request, f"not created: {name!r} is not a group name (letters, digits, % | _ -)")
+        return redirect("groups:list", cluster=cluster)
+    return save_config(request, cluster, name)
 
 
 @login_required

@@ -192,3 +192,25 @@ def test_topic_update_and_group_delete_from_the_pages(topic: str, personas: dict
     gone = personas["admin"].post(C + "groups/doomed-group/delete/", {"confirm": "doomed-group"}, follow=True)
     assert b"deleted doomed-group" in gone.content
     assert AuditEntry.objects.filter(action="group.delete", target="doomed-group", result="ok").count() == 1
+
+
+def test_broker_settings_page_and_group_creation(
+    on_servers: Servers, topic: str, personas: dict[str, Client]
+) -> None:
+    url = C + f"brokers/{on_servers.broker_addr}/config/"
+    page = personas["viewer"].get(url).content.decode()
+    assert "brokerName" in page and 'id="broker-config-form"' not in page
+    assert (
+        personas["operator"].post(url, {"key": "autoCreateTopicEnable", "value": "false"}).status_code == 403
+    )
+    changed = personas["admin"].post(url, {"key": "autoCreateTopicEnable", "value": "false"}, follow=True)
+    assert b"is now" in changed.content
+    refused = personas["admin"].post(url, {"key": "deleteWhen", "value": "99"}, follow=True)
+    assert b"not changed" in refused.content
+    personas["admin"].post(url, {"key": "autoCreateTopicEnable", "value": "true"})
+    made = personas["operator"].post(
+        C + "groups-new/", {"name": "from-page", "consumeEnable": "on"}, follow=True
+    )
+    assert b"saved the group" in made.content and b"from-page" in made.content
+    bad = personas["operator"].post(C + "groups-new/", {"name": "bad name"}, follow=True)
+    assert b"is not a group name" in bad.content

@@ -4,26 +4,29 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='GroupMonitor',
+            name="GroupMonitor",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('cluster', models.CharField(max_length=64)),
-                ('group', models.CharField(max_length=255)),
-                ('min_clients', models.PositiveIntegerField(default=0)),
-                ('max_lag', models.PositiveBigIntegerField(blank=True, null=True)),
-                ('updated', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("cluster", models.CharField(max_length=64)),
+                ("group", models.CharField(max_length=255)),
+                ("min_clients", models.PositiveIntegerField(default=0)),
+                ("max_lag", models.PositiveBigIntegerField(blank=True, null=True)),
+                ("updated", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'ordering': ['cluster', 'group'],
-                'unique_together': {('cluster', 'group')},
+                "ordering": ["cluster", "group"],
+                "unique_together": {("cluster", "group")},
             },
         ),
     ]
