@@ -1,0 +1,165 @@
+"""Plan a scan: which queue ranges to read, one Spark partition each (driver side).
+
+Like Spark's Kafka source: a partition is (broker, topic, queue, offset range); the
+bounds come from the options (offsets, or times turned into offsets by the broker's
+SEARCH_OFFSET_BY_TIMESTAMP); a range longer than ``maxMessagesPerPartition`` is split
+so that a big queue spreads over executors.  Planning asks the nameserver for routes and
+each master for its queues' offsets; it reads no message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+
+from broker_core.client.admin import AdminClient
+from broker_core.errors import AdminError, AdminUnreachableError
+from broker_core.messagequeue import MessageQueue
+from broker_core.remoting.codes import ResponseCode
+from broker_core.topics import is_system_topic
+from spark_reports.options import EARLIEST, LATEST, ScanOptions, SourceOptionError
+
+
+class SourceUnavailableError(RuntimeError):
+    """The cluster could not be asked (nameserver or broker unreachable, refused)."""
+
+
+@dataclass(frozen=True)
+class QueueRange:
+    """One partition: the messages of one queue with offsets in ``[start, end)``, and (when
+    the scan is bounded by time) stored in ``[start_ms, end_ms)``."""
+
+    broker: str
+    addr: str
+    topic: str
+    queue_id: int
+    start: int
+    end: int
+    start_ms: int | None = None
+    end_ms: int | None = None
+
+    @property
+    def queue(self) -> MessageQueue:
+        return MessageQueue(self.topic, self.broker, self.queue_id)
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+def admin_client(options: ScanOptions) -> AdminClient:
+    """An admin client for the scan's cluster (ACL account when given)."""
+    return AdminClient(
+        options.namesrv,
+        timeout=options.timeout_s,
+        access_key=options.access_key,
+        secret_key=options.secret_key,
+    )
+
+
+def plan(options: ScanOptions) -> list[QueueRange]:
+    """Plan the scan's partitions (blocking: runs its own event loop).
+
+    Raises:
+        SourceOptionError: a topic that does not exist, a pattern that matches nothing.
+        SourceUnavailableError: the nameserver or a broker does not answer or refuses.
+    """
+    return asyncio.run(plan_async(options))
+
+
+async def plan_async(options: ScanOptions) -> list[QueueRange]:
+    async with admin_client(options) as admin:
+        try:
+            topics = await _topics(admin, options)
+            per_topic = await asyncio.gather(*(_topic_ranges(admin, options, t) for t in topics))
+        except AdminUnreachableError as exc:
+            raise SourceUnavailableError(f"cannot reach the cluster at {options.namesrv}: {exc}") from None
+        except AdminError as exc:
+            if exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                raise SourceOptionError(f"{exc} (cluster at {options.namesrv})") from None
+            raise SourceUnavailableError(str(exc)) from None
+    return [part for ranges in per_topic for r in ranges for part in split(r, options.max_per_partition)]
+
+
+async def _topics(admin: AdminClient, options: ScanOptions) -> list[str]:
+    if options.topics:
+        return list(options.topics)
+    assert options.topic_pattern is not None
+    pattern = re.compile(options.topic_pattern)
+    names = [
+        t
+        for t in await admin.topic_list()
+        if pattern.fullmatch(t) and (options.include_system_topics or not is_system_topic(t))
+    ]
+    if not names:
+        raise SourceOptionError(
+            f"topicPattern {options.topic_pattern!r} matches no topic of {options.namesrv}"
+        )
+    return sorted(names)
+
+
+async def _topic_ranges(admin: AdminClient, options: ScanOptions, topic: str) -> list[QueueRange]:
+    route = await admin.topic_route(topic)
+    addrs = route.read_addrs()
+    stats = await admin.topic_stats(topic)
+    ranges = []
+    for stat in stats.queues:
+        addr = addrs.get(stat.queue.broker_name)
+        if addr is None:
+            continue  # a broker with no address online: nothing to read it from
+        start = _bound(options.start_offsets, topic, stat.queue, stat.min_offset, stat.max_offset, EARLIEST)
+        end = _bound(options.end_offsets, topic, stat.queue, stat.min_offset, stat.max_offset, LATEST)
+        # The broker's search gives the first offset stored at or after a time.
+        if options.start_ms is not None:
+            start = max(start, await admin._offset_by_time(addr, stat.queue, options.start_ms))
+        if options.end_ms is not None:
+            end = min(end, await admin._offset_by_time(addr, stat.queue, options.end_ms))
+        if end > start:
+            queue = stat.queue
+            ranges.append(
+                QueueRange(
+                    queue.broker_name,
+                    addr,
+                    topic,
+                    queue.queue_id,
+                    start,
+                    end,
+                    options.start_ms,
+                    options.end_ms,
+                )
+            )
+    return ranges
+
+
+def _bound(
+    spec: str | dict[str, dict[str, int]], topic: str, queue: MessageQueue, low: int, high: int, default: str
+) -> int:
+    """An offset bound for one queue, kept within what the queue holds."""
+    if isinstance(spec, str):
+        chosen = spec
+    else:
+        given = spec.get(topic, {}).get(f"{queue.broker_name}:{queue.queue_id}")
+        if given is not None:
+            return min(max(given, low), high)
+        chosen = default
+    return low if chosen == EARLIEST else high
+
+
+def split(queue_range: QueueRange, max_size: int) -> list[QueueRange]:
+    """Cut a range into consecutive pieces of at most ``max_size`` offsets."""
+    if queue_range.size <= max_size:
+        return [queue_range]
+    return [
+        QueueRange(
+            queue_range.broker,
+            queue_range.addr,
+            queue_range.topic,
+            queue_range.queue_id,
+            lo,
+            min(lo + max_size, queue_range.end),
+            queue_range.start_ms,
+            queue_range.end_ms,
+        )
+        for lo in range(queue_range.start, queue_range.end, max_size)
+    ]
