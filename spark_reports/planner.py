@@ -62,7 +62,7 @@ def plan(options: ScanOptions) -> list[QueueRange]:
     """Plan the scan's partitions (blocking: runs its own event loop).
 
     Raises:
-        SourceOptionError: a topic that does not exist, a pattern that matches nothing.
+        SourceOptionError: a named topic that does not exist.
         SourceUnavailableError: the nameserver or a broker does not answer or refuses.
     """
     return asyncio.run(plan_async(options))
@@ -72,7 +72,8 @@ async def plan_async(options: ScanOptions) -> list[QueueRange]:
     async with admin_client(options) as admin:
         try:
             topics = await _topics(admin, options)
-            per_topic = await asyncio.gather(*(_topic_ranges(admin, options, t) for t in topics))
+            named = bool(options.topics)
+            per_topic = await asyncio.gather(*(_topic_ranges(admin, options, t, named) for t in topics))
         except AdminUnreachableError as exc:
             raise SourceUnavailableError(f"cannot reach the cluster at {options.namesrv}: {exc}") from None
         except AdminError as exc:
@@ -92,17 +93,22 @@ async def _topics(admin: AdminClient, options: ScanOptions) -> list[str]:
         for t in await admin.topic_list()
         if pattern.fullmatch(t) and (options.include_system_topics or not is_system_topic(t))
     ]
-    if not names:
-        raise SourceOptionError(
-            f"topicPattern {options.topic_pattern!r} matches no topic of {options.namesrv}"
-        )
-    return sorted(names)
+    return sorted(names)  # none is an empty scan, as with Kafka's subscribePattern
 
 
-async def _topic_ranges(admin: AdminClient, options: ScanOptions, topic: str) -> list[QueueRange]:
-    route = await admin.topic_route(topic)
+async def _topic_ranges(
+    admin: AdminClient, options: ScanOptions, topic: str, named: bool
+) -> list[QueueRange]:
+    """The ranges of one topic.  A topic the user named must exist; one a pattern found may
+    have no queues (the names the nameserver lists for clusters and brokers): skipped."""
+    try:
+        route = await admin.topic_route(topic)
+        stats = await admin.topic_stats(topic)
+    except AdminError as exc:
+        if named or exc.code != ResponseCode.TOPIC_NOT_EXIST:
+            raise
+        return []
     addrs = route.read_addrs()
-    stats = await admin.topic_stats(topic)
     ranges = []
     for stat in stats.queues:
         addr = addrs.get(stat.queue.broker_name)

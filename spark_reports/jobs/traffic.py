@@ -1,0 +1,138 @@
+"""The traffic report: what was stored and consumed, per topic, per minute and per hour.
+
+extract: the period's messages through the ``quiver`` data source (every user topic,
+         retry and DLQ topics included, unless the run names its topics) and the offset
+         history around the period;
+transform: pure DataFrame functions below, one per table of ``spark_reports.outputs``;
+load: Parquet tables and ``summary.json`` (``spark_reports.jobs.common``).
+
+"bytes" and sizes are stored body sizes (``body_size``); a producer is a born host
+(``ip:port``: one per producer connection); consumption is the sum of each queue's
+committed-offset increases (a reset backwards counts as none).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from broker_core.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from spark_reports.history import read_offsets
+from spark_reports.jobs.common import ReportParams, epoch_ms
+from spark_reports.outputs import TRAFFIC_TABLES
+
+TOP_N = 10
+# Offset snapshots this long before the period are read so its first minute has deltas.
+LOOKBACK_MS = 10 * 60 * 1000
+
+
+def extract_messages(spark: SparkSession, params: ReportParams) -> DataFrame:
+    """The period's messages: of the run's topics, else of every topic but the system ones."""
+    reader = spark.read.format("quiver").option("namesrv", params.namesrv)
+    if params.topics:
+        reader = reader.option("topics", ",".join(params.topics))
+    else:
+        reader = reader.option("topicPattern", ".*")
+    reader = reader.option("startTime", str(params.since_ms)).option("endTime", str(params.until_ms))
+    for key, value in params.source_options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def extract_offsets(spark: SparkSession, params: ReportParams) -> DataFrame:
+    return read_offsets(spark, params.history, params.since_ms - LOOKBACK_MS, params.until_ms, params.cluster)
+
+
+def topic_buckets(messages: DataFrame, unit: str) -> DataFrame:
+    """Per topic and ``unit`` (minute or hour): messages, bytes, average and largest size,
+    distinct producers."""
+    return (
+        messages.groupBy("topic", F.date_trunc(unit, "store_timestamp").alias(unit))
+        .agg(
+            F.count(F.lit(1)).alias("messages"),
+            F.sum("body_size").alias("bytes"),
+            F.avg("body_size").alias("avg_size"),
+            F.max("body_size").alias("max_size"),
+            F.countDistinct("born_host").alias("producers"),
+        )
+        .select(*TRAFFIC_TABLES[f"topic_{unit}"])
+    )
+
+
+def top_by(messages: DataFrame, column: str, name: str, n: int = TOP_N) -> DataFrame:
+    """The ``n`` most frequent values of ``column`` per topic, ranked 1..n (ties by value)."""
+    counted = messages.groupBy("topic", F.coalesce(F.col(column), F.lit("")).alias(name)).agg(
+        F.count(F.lit(1)).alias("messages"), F.sum("body_size").alias("bytes")
+    )
+    rank = F.row_number().over(Window.partitionBy("topic").orderBy(F.desc("messages"), F.asc(name)))
+    return counted.withColumn("rank", rank).where(F.col("rank") <= n)
+
+
+def consumption_minute(offsets: DataFrame, since_ms: int) -> DataFrame:
+    """Messages each group consumed from each topic per minute: committed-offset increases."""
+    queue = Window.partitionBy("broker", "group", "topic", "queue_id").orderBy("ts")
+    deltas = offsets.withColumn("delta", F.col("consumer_offset") - F.lag("consumer_offset").over(queue))
+    deltas = deltas.where((F.col("ts") >= since_ms) & F.col("delta").isNotNull())
+    return (
+        deltas.groupBy("group", "topic", F.date_trunc("minute", epoch_ms("ts")).alias("minute"))
+        .agg(F.sum(F.greatest(F.col("delta"), F.lit(0))).alias("consumed"))
+        .select(*TRAFFIC_TABLES["consumption_minute"])
+    )
+
+
+def summarize(messages: DataFrame, minute: DataFrame, consumption: DataFrame) -> dict[str, Any]:
+    """The run's headline figures (small results collected to the driver)."""
+    totals = messages.agg(
+        F.count(F.lit(1)).alias("messages"),
+        F.coalesce(F.sum("body_size"), F.lit(0)).alias("bytes"),
+        F.countDistinct("born_host").alias("producers"),
+        F.sum(F.col("topic").startswith(RETRY_GROUP_TOPIC_PREFIX).cast("long")).alias("retry"),
+        F.sum(F.col("topic").startswith(DLQ_GROUP_TOPIC_PREFIX).cast("long")).alias("dlq"),
+    ).first()
+    assert totals is not None
+    count = int(totals["messages"])
+    per_minute = minute.groupBy("minute").agg(F.sum("messages").alias("messages"))
+    peak = per_minute.orderBy(F.desc("messages"), F.asc("minute")).first()
+    best = Window.partitionBy("topic").orderBy(F.desc("messages"), F.asc("minute"))
+    peaks = minute.withColumn("n", F.row_number().over(best)).where(F.col("n") == 1).collect()
+    consumed = consumption.agg(F.coalesce(F.sum("consumed"), F.lit(0))).first()
+    retry, dlq = int(totals["retry"] or 0), int(totals["dlq"] or 0)
+    return {
+        "messages": count,
+        "bytes": int(totals["bytes"]),
+        "producers": int(totals["producers"]),
+        "consumed": int(consumed[0]) if consumed else 0,
+        "peakMinute": {"minute": peak["minute"].isoformat(), "messages": int(peak["messages"])}
+        if peak
+        else None,
+        "peakByTopic": {
+            row["topic"]: {"minute": row["minute"].isoformat(), "messages": int(row["messages"])}
+            for row in peaks
+        },
+        "retryMessages": retry,
+        "dlqMessages": dlq,
+        "retryShare": retry / count if count else 0.0,
+        "dlqShare": dlq / count if count else 0.0,
+        "inputRows": count,
+        "inputBytes": int(totals["bytes"]),
+    }
+
+
+def run(spark: SparkSession, params: ReportParams) -> tuple[dict[str, DataFrame], dict[str, Any]]:
+    """Build the traffic report's tables and summary (the tables not yet written)."""
+    messages = extract_messages(spark, params).drop("properties").cache()
+    offsets = extract_offsets(spark, params)
+    tables = {
+        "topic_minute": topic_buckets(messages, "minute").cache(),
+        "topic_hour": topic_buckets(messages, "hour"),
+        "top_tags": top_by(messages, "tags", "tag").select(*TRAFFIC_TABLES["top_tags"]),
+        "top_producers": top_by(messages, "born_host", "producer").select(*TRAFFIC_TABLES["top_producers"]),
+        "consumption_minute": consumption_minute(offsets, params.since_ms).cache(),
+    }
+    summary = summarize(messages, tables["topic_minute"], tables["consumption_minute"])
+    summary["topics"] = params.topics or sorted(
+        r["topic"] for r in tables["topic_hour"].select("topic").distinct().collect()
+    )
+    return tables, summary
