@@ -118,7 +118,9 @@ class QuiverReader(DataSourceReader):
         return [InputPartition(r) for r in plan(options)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        queue_range: QueueRange = partition.value
+        queue_range: QueueRange | None = partition.value
+        if queue_range is None:  # no ranges planned: Spark still runs one empty partition
+            return
         yield from read_range(self.options, queue_range)
 
 

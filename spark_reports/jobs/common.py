@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,11 @@ class ReportParams:
             raise SourceOptionError(f"the period ends ({self.until_ms}) before it begins ({self.since_ms})")
         if self.bucket_seconds < 1:
             raise SourceOptionError("the bucket must be at least one second")
+
+
+def iso_utc(value: dt.datetime) -> str:
+    """A timestamp Spark collected (naive, in this process's local time) as UTC ISO 8601."""
+    return dt.datetime.fromtimestamp(value.timestamp(), tz=dt.UTC).isoformat().replace("+00:00", "Z")
 
 
 def epoch_ms(column: str) -> Column:

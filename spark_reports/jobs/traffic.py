@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from broker_core.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from spark_reports.history import read_offsets
-from spark_reports.jobs.common import ReportParams, epoch_ms
+from spark_reports.jobs.common import ReportParams, epoch_ms, iso_utc
 from spark_reports.outputs import TRAFFIC_TABLES
 
 TOP_N = 10
@@ -104,11 +104,11 @@ def summarize(messages: DataFrame, minute: DataFrame, consumption: DataFrame) ->
         "bytes": int(totals["bytes"]),
         "producers": int(totals["producers"]),
         "consumed": int(consumed[0]) if consumed else 0,
-        "peakMinute": {"minute": peak["minute"].isoformat(), "messages": int(peak["messages"])}
+        "peakMinute": {"minute": iso_utc(peak["minute"]), "messages": int(peak["messages"])}
         if peak
         else None,
         "peakByTopic": {
-            row["topic"]: {"minute": row["minute"].isoformat(), "messages": int(row["messages"])}
+            row["topic"]: {"minute": iso_utc(row["minute"]), "messages": int(row["messages"])}
             for row in peaks
         },
         "retryMessages": retry,
