@@ -41,6 +41,10 @@ def _schedule(sender: Celery, **kwargs: object) -> None:
             timedelta(seconds=quiver["EXPIRY_CHECK_SECONDS"]),
         ),
         "history-retention": ("console.maintenance.tasks.prune_history", timedelta(hours=1)),
+        "lag-alerts": (
+            "console.alerts.tasks.check_lag_alerts",
+            timedelta(seconds=quiver["ALERT_CHECK_SECONDS"]),
+        ),
     }
     for name, (task, every) in schedule.items():
         # Expire a beat message that waited longer than its period: the next one replaces it.

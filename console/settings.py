@@ -137,6 +137,12 @@ QUIVER = {
     "OFFSET_PERSIST_SECONDS": envint("QUIVER_OFFSET_PERSIST_SECONDS", 5, minimum=1),
     "EXPIRY_CHECK_SECONDS": envint("QUIVER_EXPIRY_CHECK_SECONDS", 60, minimum=1),
     "DELAY_SCAN_MAX_SLEEP_MS": envint("QUIVER_DELAY_SCAN_MAX_SLEEP_MS", 100, minimum=5, maximum=1000),
+    # Lag alerts (console/alerts): how often beat checks the groups' thresholds, and the
+    # webhook every alert is posted to (a group's own webhook overrides it; "" = none).
+    "ALERT_CHECK_SECONDS": envint("QUIVER_ALERT_CHECK_SECONDS", 30, minimum=1),
+    "ALERT_WEBHOOK_URL": envstr("QUIVER_ALERT_WEBHOOK_URL", ""),
+    "ALERT_WEBHOOK_TIMEOUT_SECONDS": envint("QUIVER_ALERT_WEBHOOK_TIMEOUT_SECONDS", 3, minimum=1),
+    "ALERT_WEBHOOK_ATTEMPTS": envint("QUIVER_ALERT_WEBHOOK_ATTEMPTS", 2, minimum=1, maximum=10),
     # Seconds each broker call of a job may take before the broker is reported down.
     "BROKER_TIMEOUT_SECONDS": envint("QUIVER_BROKER_TIMEOUT_SECONDS", 5, minimum=1),
     # A broker the nameservers stop listing is still tried and reported down for this long.
@@ -179,6 +185,7 @@ INSTALLED_APPS = [
     "console.audit",
     "console.topics",
     "console.groups",
+    "console.alerts",
     "console.messages",
     "nameserver",
 ]

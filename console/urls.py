@@ -13,6 +13,7 @@ urlpatterns = [
     path("", include("nameserver.urls")),
     path("", include("console.topics.urls")),
     path("", include("console.groups.urls")),
+    path("", include("console.alerts.urls")),
     path("", include("console.messages.urls")),
     path("", include("console.audit.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

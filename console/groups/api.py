@@ -15,6 +15,7 @@ from console.core.apiviews import ClusterAPIView, documented
 from console.core.brokers import on_every_master
 from console.groups import services
 from console.groups.models import GroupMonitor
+from console.groups.monitors import save_monitor
 from console.groups.serializers import GroupConfigWrite, MonitorWrite, OffsetReset
 from console.topics.api import page_of
 
@@ -198,14 +199,7 @@ class Monitor(ClusterAPIView):
     def put(self, request: Request, cluster: str, group: str) -> Response:
         form = MonitorWrite(data=request.data)
         form.is_valid(raise_exception=True)
-        data = form.validated_data
-        with audited(request, "group.monitor.save", self.cluster.name, group) as audit:
-            row, _ = GroupMonitor.objects.update_or_create(
-                cluster=self.cluster.name,
-                group=group,
-                defaults={"min_clients": data["minClients"], "max_lag": data.get("maxLag")},
-            )
-            audit.after = row.to_json()
+        row = save_monitor(request, self.cluster.name, group, form.validated_data)
         return Response(row.to_json())
 
     @documented("Remove a consumer group's thresholds")

@@ -6,13 +6,19 @@ from django.db import models
 
 
 class GroupMonitor(models.Model):
-    """Thresholds for one consumer group of one cluster: fewer clients online than
-    ``min_clients``, or more messages behind than ``max_lag``, is worth an alert."""
+    """Thresholds for one consumer group of one cluster, each one an alert kind
+    (console/alerts): fewer clients online than ``min_clients`` (0: off), more messages
+    behind than ``max_lag``, further behind than ``max_seconds_behind`` seconds, or a lag
+    that kept growing over the last ``growing_minutes`` (null: off).  ``webhook_url``
+    overrides the platform's alert webhook for this group."""
 
     cluster = models.CharField(max_length=64)
     group = models.CharField(max_length=255)
     min_clients = models.PositiveIntegerField(default=0)
     max_lag = models.PositiveBigIntegerField(null=True, blank=True)
+    max_seconds_behind = models.PositiveIntegerField(null=True, blank=True)
+    growing_minutes = models.PositiveIntegerField(null=True, blank=True)
+    webhook_url = models.URLField(max_length=500, blank=True, default="")
     updated = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -25,5 +31,8 @@ class GroupMonitor(models.Model):
             "group": self.group,
             "minClients": self.min_clients,
             "maxLag": self.max_lag,
+            "maxSecondsBehind": self.max_seconds_behind,
+            "growingMinutes": self.growing_minutes,
+            "webhookUrl": self.webhook_url,
             "updated": self.updated.isoformat(),
         }

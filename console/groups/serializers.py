@@ -42,7 +42,23 @@ class OffsetReset(serializers.Serializer):
 
 
 class MonitorWrite(serializers.Serializer):
-    """A group's thresholds: fewest clients online, most messages behind (null: no bound)."""
+    """A group's thresholds, each an alert kind: fewest clients online (0: off), most
+    messages behind, most seconds behind, minutes of growing lag (null: off), and the
+    webhook alerts of this group go to (blank: the platform's)."""
 
     minClients = serializers.IntegerField(min_value=0, max_value=100_000, default=0)  # noqa: N815
     maxLag = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)  # noqa: N815
+    maxSecondsBehind = serializers.IntegerField(  # noqa: N815
+        min_value=0, max_value=30 * 24 * 3600, required=False, allow_null=True, default=None
+    )
+    growingMinutes = serializers.IntegerField(  # noqa: N815
+        min_value=1, max_value=24 * 60, required=False, allow_null=True, default=None
+    )
+    webhookUrl = serializers.URLField(  # noqa: N815
+        max_length=500, required=False, allow_blank=True, default=""
+    )
+
+    def validate_webhookUrl(self, value: str) -> str:  # noqa: N802 (DRF names it after the field)
+        if value and not value.lower().startswith(("http://", "https://")):
+            raise serializers.ValidationError("the webhook must be an http:// or https:// URL")
+        return value

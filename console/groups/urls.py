@@ -18,6 +18,7 @@ urlpatterns = [
     ),
     path("clusters/<slug:cluster>/groups/<str:group>/reset/apply/", views.reset_apply, name="reset-apply"),
     path("clusters/<slug:cluster>/groups/<str:group>/config/", views.save_config, name="config"),
+    path("clusters/<slug:cluster>/groups/<str:group>/thresholds/", views.save_thresholds, name="thresholds"),
     path("clusters/<slug:cluster>/groups/<str:group>/delete/", views.delete_group, name="delete"),
     path(
         "clusters/<slug:cluster>/groups/<str:group>/clients/<str:client_id>/",

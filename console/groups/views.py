@@ -19,7 +19,9 @@ from console.audit.services import audited
 from console.core.brokers import on_every_master
 from console.core.pages import ask, cluster_for, context
 from console.groups import services
-from console.groups.serializers import GROUP_NAME, GroupConfigWrite
+from console.groups.models import GroupMonitor
+from console.groups.monitors import save_monitor
+from console.groups.serializers import GROUP_NAME, GroupConfigWrite, MonitorWrite
 
 
 def by_queue(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
@@ -83,10 +85,35 @@ def group_detail(request: HttpRequest, cluster: str, group: str) -> HttpResponse
             detail=detail,
             topics=topics,
             config=config,
+            monitor=GroupMonitor.objects.filter(cluster=ref.name, group=group).first(),
             errors=[error] if error else [],
         ),
         status=answer.status,
     )
+
+
+@login_required
+@require_POST
+def save_thresholds(request: HttpRequest, cluster: str, group: str) -> HttpResponse:
+    """The group page's alert thresholds form (operators): blank fields are off; audited."""
+    ref = cluster_for(request, cluster, "operate")
+    post = request.POST
+    form = MonitorWrite(
+        data={
+            "minClients": post.get("minClients") or 0,
+            "maxLag": post.get("maxLag") or None,
+            "maxSecondsBehind": post.get("maxSecondsBehind") or None,
+            "growingMinutes": post.get("growingMinutes") or None,
+            "webhookUrl": post.get("webhookUrl", "").strip(),
+        }
+    )
+    if not form.is_valid():
+        problems = "; ".join(f"{field}: {' '.join(map(str, errs))}" for field, errs in form.errors.items())
+        flash.error(request, f"thresholds not saved: {problems}")
+    else:
+        save_monitor(request, ref.name, group, form.validated_data)
+        flash.success(request, "saved the group's alert thresholds")
+    return redirect("groups:detail", cluster=cluster, group=group)
 
 
 def _reset_request(request: HttpRequest) -> tuple[str, str, dict[str, Any], str]:

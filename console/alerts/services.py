@@ -1,0 +1,287 @@
+"""The alert check the beat job runs: read each monitored group's live numbers, then raise,
+update or resolve its alerts, and announce each raise and resolve (console/alerts/notify.py).
+
+Live numbers come from the same two calls per master as the group list (the offset
+snapshot and the subscription configs: console/groups/services.py ``group_rows``).  A
+cluster is unread — every figure unknown, so no alert of it is raised or resolved — when
+its nameservers do not answer, a master does not answer, it has no master at all, or a
+master the maintenance jobs saw lately is no longer listed (a broker that went down is
+dropped by the nameservers: its groups' lag is unknown, not zero).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from redis.exceptions import RedisError
+
+from broker_core.client.admin import AdminClient
+from broker_core.errors import AdminError
+from console.alerts import rules
+from console.alerts.models import Alert
+from console.core.brokers import admin_call
+from console.core.redis import redis_client
+from console.groups.models import GroupMonitor
+from console.groups.services import group_rows
+from console.maintenance.services import KNOWN_KEY
+from nameserver.clusters import ClusterRef, managed_clusters
+
+log = logging.getLogger(__name__)
+
+RAISED = "raised"
+RESOLVED = "resolved"
+# The last check's summary (JSON, with its time) and how many checks ran: the alerts page
+# says when the figures were last checked, and a check that stopped shows.
+LAST_CHECK_KEY = "quiver:alerts:last"
+CHECKS_KEY = "quiver:alerts:checks"
+
+
+@dataclass
+class LiveNumbers:
+    """A cluster's groups as read now; ``problem`` says why they are unknown (if they are)."""
+
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    problem: str = ""
+
+    def reading(self, group: str) -> rules.Reading:
+        if self.problem:
+            return rules.UNREAD
+        row = self.rows.get(group)
+        if row is None:  # every broker answered and none knows the group: nothing behind
+            return rules.Reading(0, 0.0, 0)
+        return rules.Reading(row["lag"], row["secondsBehind"], row["clients"])
+
+
+@dataclass
+class Event:
+    """An alert raised or resolved by this check, to announce once the check is done."""
+
+    kind: str  # RAISED or RESOLVED
+    alert: Alert
+    webhook_url: str
+
+
+@dataclass
+class CheckSummary:
+    clusters: int = 0
+    groups: int = 0
+    raised: int = 0
+    resolved: int = 0
+    unknown: list[str] = field(default_factory=list)
+    at_ms: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "atMs": self.at_ms,
+            "clusters": self.clusters,
+            "groups": self.groups,
+            "raised": self.raised,
+            "resolved": self.resolved,
+            "unknown": self.unknown,
+        }
+
+
+def _recently_seen_masters(cluster: str) -> set[str]:
+    """Masters of ``cluster`` the maintenance jobs' broker discovery saw lately."""
+    forget_ms = settings.QUIVER["FORGET_BROKER_SECONDS"] * 1000
+    now = time.time() * 1000
+    try:
+        entries = redis_client().hgetall(KNOWN_KEY)
+    except RedisError as exc:
+        log.warning("alerts: cannot read the brokers seen lately: %s", exc)
+        return set()
+    seen = set()
+    for addr, raw in entries.items():
+        entry = orjson.loads(raw)
+        if entry.get("cluster") == cluster and entry.get("master") and now - entry["seenMs"] <= forget_ms:
+            seen.add(addr.decode())
+    return seen
+
+
+async def _read(admin: AdminClient) -> tuple[set[str], list[dict[str, Any]], list[str]]:
+    masters = set((await admin.cluster_info()).master_addrs().values())
+    rows, unreadable = await group_rows(admin)
+    return masters, rows, unreadable
+
+
+def read_live(cluster: ClusterRef) -> LiveNumbers:
+    """Every group's lag, seconds behind and clients on ``cluster``, or why they are unknown."""
+    try:
+        masters, rows, unreadable = admin_call(cluster.namesrv_addr, _read)
+    except (AdminError, TimeoutError, OSError) as exc:
+        return LiveNumbers(problem=f"cluster {cluster.name} did not answer: {exc or 'timed out'}")
+    if unreadable:
+        return LiveNumbers(problem="not answering: " + "; ".join(unreadable))
+    if not masters:
+        return LiveNumbers(problem=f"cluster {cluster.name} lists no master broker")
+    gone = sorted(_recently_seen_masters(cluster.name) - masters)
+    if gone:
+        return LiveNumbers(problem="seen lately but no longer listed: " + ", ".join(gone))
+    return LiveNumbers({r["group"]: r for r in rows})
+
+
+def growth_of(cluster: str, group: str, minutes: int, live_lag: int | None, now_ms: int) -> rules.Growth:
+    """The group's lag over the last ``minutes``: the offset history, then the live figure."""
+    period_ms = settings.QUIVER["OFFSET_PERSIST_SECONDS"] * 1000
+    slack_ms = max(3 * period_ms, 10_000)
+    start = now_ms - minutes * 60_000
+    series = rules.lag_series(settings.QUIVER["HISTORY_DIR"], cluster, group, start - slack_ms, now_ms)
+    if live_lag is not None:
+        series.append((now_ms, live_lag))
+    return rules.growth(series, start, slack_ms)
+
+
+def _raise(cluster: str, group: str, verdict: rules.Verdict, now: Any) -> Alert | None:
+    """Open an alert; None when another check opened it first (the constraint says so)."""
+    try:
+        with transaction.atomic():
+            return Alert.objects.create(
+                cluster=cluster,
+                group=group,
+                kind=verdict.kind,
+                threshold=float(verdict.threshold or 0),
+                value=float(verdict.value or 0),
+                last_value=float(verdict.value or 0),
+                message=f"{group} on {cluster}: {verdict.message}",
+                raised_at=now,
+            )
+    except IntegrityError:
+        _update(cluster, group, verdict)
+        return None
+
+
+def _update(cluster: str, group: str, verdict: rules.Verdict) -> None:
+    Alert.objects.filter(cluster=cluster, group=group, kind=verdict.kind, resolved_at__isnull=True).update(
+        last_value=float(verdict.value or 0),
+        threshold=float(verdict.threshold or 0),
+        message=f"{group} on {cluster}: {verdict.message}",
+        updated_at=timezone.now(),
+    )
+
+
+def _resolve(alert: Alert, value: float | None, why: str, now: Any) -> Alert | None:
+    """Close ``alert`` if it is still open; None when another check closed it first."""
+    changes: dict[str, Any] = {"resolved_at": now, "resolution": why, "updated_at": now}
+    if value is not None:
+        changes["last_value"] = float(value)
+    if not Alert.objects.filter(pk=alert.pk, resolved_at__isnull=True).update(**changes):
+        return None
+    return Alert.objects.get(pk=alert.pk)
+
+
+def apply_verdicts(
+    cluster: str, group: str, verdicts: list[rules.Verdict], open_alerts: dict[str, Alert], now: Any
+) -> list[tuple[str, Alert]]:
+    """Raise, update or resolve ``group``'s alerts by kind; return what was raised or resolved.
+
+    ``open_alerts`` maps kind to the group's open alert as read before the check.
+    """
+    events: list[tuple[str, Alert]] = []
+    for verdict in verdicts:
+        current = open_alerts.get(verdict.kind)
+        if verdict.state == rules.BREACHED:
+            if current is None:
+                raised = _raise(cluster, group, verdict, now)
+                if raised is not None:
+                    events.append((RAISED, raised))
+            else:
+                _update(cluster, group, verdict)
+        elif verdict.state in (rules.CLEAR, rules.OFF) and current is not None:
+            why = verdict.message
+            if verdict.state == rules.OFF:
+                why = f"threshold removed ({verdict.message})"
+            resolved = _resolve(current, verdict.value, why, now)
+            if resolved is not None:
+                events.append((RESOLVED, resolved))
+    return events
+
+
+def check_cluster(cluster: ClusterRef, summary: CheckSummary) -> list[Event]:
+    """Check every monitored group of ``cluster``; resolve alerts of groups no longer monitored."""
+    monitors = {m.group: m for m in GroupMonitor.objects.filter(cluster=cluster.name)}
+    open_by_group: dict[str, dict[str, Alert]] = {}
+    for alert in Alert.objects.filter(cluster=cluster.name, resolved_at__isnull=True):
+        open_by_group.setdefault(alert.group, {})[alert.kind] = alert
+    if not monitors and not open_by_group:
+        return []
+    summary.clusters += 1
+    global_hook = settings.QUIVER.get("ALERT_WEBHOOK_URL", "")
+    events: list[Event] = []
+    now = timezone.now()
+    for group in sorted(set(open_by_group) - set(monitors)):
+        for alert in open_by_group[group].values():
+            resolved = _resolve(alert, None, "thresholds removed", now)
+            if resolved is not None:
+                events.append(Event(RESOLVED, resolved, global_hook))
+    if not monitors:
+        return events
+    live = read_live(cluster)
+    if live.problem:
+        summary.unknown.append(f"{cluster.name}: {live.problem}")
+        log.warning("alerts: %s: figures unknown, nothing raised or resolved: %s", cluster.name, live.problem)
+    now_ms = int(now.timestamp() * 1000)
+    for group, monitor in sorted(monitors.items()):
+        summary.groups += 1
+        reading = live.reading(group)
+        grown = None
+        if monitor.growing_minutes and not live.problem:
+            grown = growth_of(cluster.name, group, monitor.growing_minutes, reading.lag, now_ms)
+        verdicts = rules.evaluate(rules.Thresholds.of(monitor), reading, grown)
+        hook = monitor.webhook_url or global_hook
+        for kind, alert in apply_verdicts(cluster.name, group, verdicts, open_by_group.get(group, {}), now):
+            events.append(Event(kind, alert, hook))
+    return events
+
+
+def check_all(announce: Callable[[Event], None]) -> CheckSummary:
+    """Check every managed cluster; ``announce`` each raise and resolve (after the DB has it).
+
+    Never raises for a cluster's failure: its figures are unknown and the next check
+    tries again.
+    """
+    summary = CheckSummary()
+    for cluster in managed_clusters():
+        try:
+            events = check_cluster(cluster, summary)
+        except Exception:  # one cluster's trouble never stops the others' check
+            log.exception("alerts: checking cluster %s failed", cluster.name)
+            summary.unknown.append(f"{cluster.name}: check failed")
+            continue
+        for event in events:
+            if event.kind == RAISED:
+                summary.raised += 1
+            else:
+                summary.resolved += 1
+            try:
+                announce(event)
+            except Exception:
+                log.exception("alerts: announcing alert %s failed", event.alert.pk)
+    return summary
+
+
+def record_check(summary: CheckSummary) -> None:
+    """Keep ``summary`` as the last check's and count the check (Redis; best effort)."""
+    try:
+        pipe = redis_client().pipeline(transaction=False)
+        pipe.set(LAST_CHECK_KEY, orjson.dumps(summary.to_json()))
+        pipe.incr(CHECKS_KEY)
+        pipe.execute()
+    except RedisError as exc:
+        log.warning("alerts: could not record the check: %s", exc)
+
+
+def last_check() -> dict[str, Any] | None:
+    """The last check's summary, or None (never ran, or Redis did not answer)."""
+    try:
+        raw = redis_client().get(LAST_CHECK_KEY)
+    except RedisError:
+        return None
+    return orjson.loads(raw) if raw else None
