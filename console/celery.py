@@ -46,6 +46,11 @@ def _schedule(sender: Celery, **kwargs: object) -> None:
             timedelta(seconds=quiver["ALERT_CHECK_SECONDS"]),
         ),
     }
+    if quiver["REPORT_SCHEDULE_MINUTES"]:  # the Spark reports of the last period (0: never)
+        schedule["reports"] = (
+            "console.reports.tasks.schedule_reports",
+            timedelta(minutes=quiver["REPORT_SCHEDULE_MINUTES"]),
+        )
     for name, (task, every) in schedule.items():
         # Expire a beat message that waited longer than its period: the next one replaces it.
         sender.conf.beat_schedule[name] = {

@@ -147,6 +147,13 @@ QUIVER = {
     "BROKER_TIMEOUT_SECONDS": envint("QUIVER_BROKER_TIMEOUT_SECONDS", 5, minimum=1),
     # A broker the nameservers stop listing is still tried and reported down for this long.
     "FORGET_BROKER_SECONDS": envint("QUIVER_FORGET_BROKER_SECONDS", 3600, minimum=0),
+    # Spark reports (console/reports): where runs write (any Hadoop path when Spark runs on a
+    # cluster), how often beat runs both reports (minutes, 0 = never) over which window.
+    "REPORTS_DIR": envstr("QUIVER_REPORTS_DIR", str(DATA_DIR / "reports")),
+    "REPORT_SCHEDULE_MINUTES": envint("QUIVER_REPORT_SCHEDULE_MINUTES", 60, minimum=0),
+    "REPORT_WINDOW_MINUTES": envint("QUIVER_REPORT_WINDOW_MINUTES", 0, minimum=0),  # 0: the period
+    "REPORT_TIMEOUT_SECONDS": envint("QUIVER_REPORT_TIMEOUT_SECONDS", 3600, minimum=10),
+    "SPARK_MASTER": envstr("SPARK_MASTER", "local[*]"),
 }
 
 # Redis carries Celery's messages and results (and, from the console, Channels' events).
@@ -187,6 +194,7 @@ INSTALLED_APPS = [
     "console.groups",
     "console.alerts",
     "console.messages",
+    "console.reports",
     "nameserver",
 ]
 

@@ -16,6 +16,7 @@ urlpatterns = [
     path("", include("console.alerts.urls")),
     path("", include("console.messages.urls")),
     path("", include("console.audit.urls")),
+    path("", include("console.reports.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("admin/", admin.site.urls),

@@ -11,7 +11,11 @@ the committed offset).  A broker that does not answer leaves its groups' figures
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+from pathlib import Path
 from typing import Any
+
+import orjson
 
 from broker_core.client.admin import AdminClient
 from broker_core.client.adminmodels import as_message_queue
@@ -278,4 +282,50 @@ async def impact(admin: AdminClient, group: str) -> dict[str, Any]:
         "totalLag": detail["totalLag"],
         "topics": sorted({q["topic"] for q in detail["queues"]}),
         "safe": clients == 0,
+    }
+
+
+def lag_trend(history_dir: Path, cluster: str, group: str, hours: int, now_ms: int) -> dict[str, Any]:
+    """The group's lag over the last ``hours`` from the offset history (console/maintenance/
+    history.py), per topic and minute: ``{"lag": {topic: [[minute_ms, messages]]},
+    "secondsBehind": {topic: [[minute_ms, seconds]]}}``.
+
+    Each queue counts with its last snapshot of the minute; a topic's lag is the sum over its
+    queues, its seconds behind the worst queue's (snapshot time minus the store time at the
+    committed offset; 0 when caught up).  Reads only the days the window touches.
+    """
+    since = now_ms - hours * 3_600_000
+    day, last_day = (dt.datetime.fromtimestamp(t / 1000, tz=dt.UTC).date() for t in (since, now_ms))
+    needle = orjson.dumps(group)
+    latest: dict[tuple[str, int, str, int], dict[str, Any]] = {}
+    while day <= last_day:
+        for path in sorted((history_dir / "offsets" / f"date={day.isoformat()}").glob("*.jsonl")):
+            for line in path.read_bytes().splitlines():
+                if needle not in line:
+                    continue
+                try:
+                    row = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue  # a torn last line after a crash
+                if row.get("group") != group or row.get("cluster") != cluster:
+                    continue
+                if not since <= row["ts"] <= now_ms:
+                    continue
+                key = (row["topic"], row["ts"] // 60_000 * 60_000, row["broker"], row["queue_id"])
+                if key not in latest or latest[key]["ts"] <= row["ts"]:
+                    latest[key] = row
+        day += dt.timedelta(days=1)
+    lag: dict[str, dict[int, int]] = {}
+    behind: dict[str, dict[int, float]] = {}
+    for (topic, minute, _broker, _queue), row in latest.items():
+        queue_lag = max(0, row["broker_offset"] - row["consumer_offset"])
+        stored = row.get("store_timestamp") or 0
+        seconds = max(0.0, (row["ts"] - stored) / 1000) if queue_lag and stored > 0 else 0.0
+        lag.setdefault(topic, {}).setdefault(minute, 0)
+        lag[topic][minute] += queue_lag
+        worst = behind.setdefault(topic, {})
+        worst[minute] = max(worst.get(minute, 0.0), seconds)
+    return {
+        "lag": {t: sorted([m, n] for m, n in points.items()) for t, points in sorted(lag.items())},
+        "secondsBehind": {t: sorted([m, s] for m, s in pts.items()) for t, pts in sorted(behind.items())},
     }

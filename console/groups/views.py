@@ -4,9 +4,11 @@ offset reset (preview first, then apply, with the per-queue result)."""
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -75,6 +77,9 @@ def group_detail(request: HttpRequest, cluster: str, group: str) -> HttpResponse
     detail, error = answer
     topics = sorted({q["topic"] for q in detail["queues"]}) if detail else []
     config = next(iter(detail["configs"].values()), None) if detail else None
+    hours = min(168, max(1, int(request.GET["hours"]))) if request.GET.get("hours", "").isdigit() else 6
+    now = int(time.time() * 1000)
+    trend = services.lag_trend(settings.QUIVER["HISTORY_DIR"], ref.name, group, hours, now)
     return render(
         request,
         "groups/detail.html",
@@ -85,6 +90,8 @@ def group_detail(request: HttpRequest, cluster: str, group: str) -> HttpResponse
             detail=detail,
             topics=topics,
             config=config,
+            lag_trend=trend,
+            trend_hours=hours,
             monitor=GroupMonitor.objects.filter(cluster=ref.name, group=group).first(),
             errors=[error] if error else [],
         ),

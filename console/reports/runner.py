@@ -1,0 +1,260 @@
+"""Run one report: ``python -m spark_reports`` as a child process, followed line by line.
+
+The child speaks JSON lines on stdout (spark_reports/outputs.py): progress (Spark stages
+done / total), then ``done`` with the summary or ``error`` with a message.  Each progress
+line updates the run's row and is pushed to the run's websocket group; the outcome is
+recorded, with a sentence rather than a stack trace when something is missing (Java).
+
+The child runs in its own process group, so a timeout kills Spark's JVM with it.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from console.core.supervisor import _die_with_parent
+from console.reports import services
+from console.reports.models import ReportRun
+from nameserver.clusters import find_cluster
+
+REPO = Path(__file__).resolve().parents[2]
+STDERR_TAIL_LINES = 40
+# What Spark's launcher or the JVM says when there is no usable Java runtime.
+JAVA_MISSING = (
+    "JAVA_HOME is not set",
+    "java: not found",
+    "java: command not found",
+    "Unable to locate a Java Runtime",
+    "No such file or directory: 'java'",
+    "JAVA_GATEWAY_EXITED",
+    "Java gateway process exited",
+    "UnsupportedClassVersionError",
+)
+JAVA_HELP = (
+    "Spark needs a Java runtime (Java 17 or newer) and none could be started: install one "
+    "(e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME for the Celery worker"
+)
+
+
+def group_name(run_id: str) -> str:
+    """The Channels group a run's progress is pushed to."""
+    return f"report-{run_id}"
+
+
+def push(run: ReportRun) -> None:
+    """Tell the run's page (its websocket group) where the run is; never fails the run."""
+    try:
+        from asgiref.sync import async_to_sync
+        from channels.layers import get_channel_layer
+
+        layer = get_channel_layer()
+        if layer is not None:
+            async_to_sync(layer.group_send)(group_name(str(run.id)), {"type": "report.update", **state(run)})
+    except Exception:  # noqa: BLE001 - a page missing an update is no reason to stop a report
+        pass
+
+
+def state(run: ReportRun) -> dict[str, Any]:
+    """What the run page follows: status, progress, error."""
+    return {
+        "id": str(run.id),
+        "status": run.status,
+        "stagesDone": run.stages_done,
+        "stagesTotal": run.stages_total,
+        "percent": run.percent,
+        "error": run.error,
+    }
+
+
+def command(run: ReportRun, namesrv_addr: str) -> list[str]:
+    """The child's command line for ``run``."""
+    argv = [
+        sys.executable,
+        "-m",
+        "spark_reports",
+        run.kind,
+        "--cluster",
+        run.cluster,
+        "--namesrv",
+        namesrv_addr,
+        "--history",
+        str(settings.QUIVER["HISTORY_DIR"]),
+        "--out",
+        run.output,
+        "--since",
+        str(run.since),
+        "--until",
+        str(run.until),
+        "--master",
+        settings.QUIVER["SPARK_MASTER"],
+    ]
+    if run.topics:
+        argv += ["--topics", ",".join(run.topics)]
+    return argv
+
+
+@dataclass
+class Outcome:
+    """What the child said and how it ended."""
+
+    summary: dict[str, Any] | None = None
+    error: str = ""
+    returncode: int | None = None
+    timed_out: bool = False
+    stderr: collections.deque[str] = field(
+        default_factory=lambda: collections.deque(maxlen=STDERR_TAIL_LINES)
+    )
+    stray: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=10))
+
+    def message(self, timeout_s: int) -> str:
+        """Why the run failed, in a sentence (with the child's last words when they help)."""
+        tail = "\n".join(self.stderr)
+        if self.timed_out:
+            return f"the report took longer than {timeout_s} s and was stopped"
+        if any(sign in tail or sign in self.error for sign in JAVA_MISSING):
+            return f"{JAVA_HELP}. {self.error}".strip()
+        if self.error:
+            return self.error
+        said = "\n".join([*self.stray, tail]).strip()
+        return f"the report stopped (exit status {self.returncode}) without saying why" + (
+            f":\n{said[-4000:]}" if said else ""
+        )
+
+
+def _drain(stream: IO[str], into: collections.deque[str]) -> None:
+    for line in stream:
+        into.append(line.rstrip("\n"))
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    """Stop the child's whole process group (Spark's JVM included)."""
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        if proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def follow(run: ReportRun, argv: list[str], timeout_s: int, env: dict[str, str] | None = None) -> Outcome:
+    """Run ``argv``, update ``run`` on each progress line, and return how it ended."""
+    outcome = Outcome()
+    child_env = {**os.environ, **(env or {})}
+    child_env.setdefault("SPARK_MASTER", settings.QUIVER["SPARK_MASTER"])
+    child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), child_env.get("PYTHONPATH", "")) if p)
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=REPO,
+            env=child_env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+            # A worker killed mid-run takes its report with it (Spark's JVM exits with its driver).
+            preexec_fn=_die_with_parent(os.getpid()),
+        )
+    except OSError as exc:
+        outcome.error = f"the report could not be started: {exc}"
+        return outcome
+    assert proc.stdout is not None and proc.stderr is not None
+    stderr = threading.Thread(target=_drain, args=(proc.stderr, outcome.stderr), daemon=True)
+    stderr.start()
+
+    def expire() -> None:
+        outcome.timed_out = True
+        _kill(proc)
+
+    timer = threading.Timer(timeout_s, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        for line in proc.stdout:
+            event = parse(line)
+            if event is None:
+                if line.strip():
+                    outcome.stray.append(line.rstrip("\n"))
+                continue
+            if event.get("event") == "progress":
+                done, total = int(event.get("stagesDone", 0)), int(event.get("stagesTotal", 0))
+                if (done, total) != (run.stages_done, run.stages_total):
+                    run.stages_done, run.stages_total = done, total
+                    run.save(update_fields=["stages_done", "stages_total"])
+                    push(run)
+            elif event.get("event") == "done":
+                outcome.summary = event.get("summary") or {}
+            elif event.get("event") == "error":
+                outcome.error = str(event.get("message") or "the report failed")
+        proc.wait()
+    finally:
+        timer.cancel()
+        _kill(proc)
+        stderr.join(5)
+    outcome.returncode = proc.returncode
+    return outcome
+
+
+def parse(line: str) -> dict[str, Any] | None:
+    """One protocol line as a dict; None for anything else the child printed."""
+    line = line.strip()
+    if not line.startswith("{"):
+        return None
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) and "event" in event else None
+
+
+def execute(run_id: str, env: dict[str, str] | None = None) -> ReportRun | None:
+    """Run the queued run ``run_id`` to its end and record the outcome.
+
+    A run that is not queued any more (a redelivered task) is left alone: None.
+    """
+    updated = ReportRun.objects.filter(id=run_id, status=ReportRun.QUEUED).update(
+        status=ReportRun.RUNNING, started=timezone.now()
+    )
+    if not updated:
+        return None
+    run = ReportRun.objects.get(id=run_id)
+    push(run)
+    timeout_s = settings.QUIVER["REPORT_TIMEOUT_SECONDS"]
+    try:
+        cluster = find_cluster(run.cluster)
+    except LookupError as exc:
+        services.finish(run, ReportRun.FAILED, error=str(exc))
+        push(run)
+        return run
+    try:
+        outcome = follow(run, command(run, cluster.namesrv_addr), timeout_s, env)
+    except Exception as exc:
+        services.finish(run, ReportRun.FAILED, error=f"the report could not be followed: {exc}")
+        push(run)
+        raise
+    if outcome.returncode == 0 and outcome.summary is not None and not outcome.timed_out:
+        if run.stages_total:
+            run.stages_done = run.stages_total
+        services.finish(run, ReportRun.SUCCEEDED, summary=outcome.summary)
+    else:
+        services.finish(run, ReportRun.FAILED, error=outcome.message(timeout_s))
+    push(run)
+    return run

@@ -1,0 +1,172 @@
+"""Report pages: the run history with a "run now" form, one run (live progress, summary,
+charts, tables, downloads, a permalink keeping the chosen tab and table), and a comparison
+of two runs.  Chart data comes from charts.py; the page's script draws it with ECharts."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.contrib import messages as flash
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+from redis.exceptions import RedisError
+
+from console.audit.services import audited
+from console.core.pages import ask, cluster_for, context
+from console.reports import charts, compare, services, tables
+from console.reports.models import ReportRun
+
+TABS = ("summary", "charts", "tables")
+ROWS_PER_PAGE = 100
+
+
+@login_required
+@require_GET
+def report_list(request: HttpRequest, cluster: str) -> HttpResponse:
+    ref = cluster_for(request, cluster)
+    kind, status = request.GET.get("kind", ""), request.GET.get("status", "")
+    errors = []
+    try:
+        runs = services.runs_of(ref.name, kind, status)
+    except services.BadRequest as exc:
+        runs, errors = services.runs_of(ref.name), [str(exc)]
+    page = Paginator(runs, 25).get_page(request.GET.get("page"))
+    succeeded = services.runs_of(ref.name, status=ReportRun.SUCCEEDED)[:50]
+    return render(
+        request,
+        "reports/list.html",
+        context(
+            request,
+            ref,
+            page=page,
+            kind=kind,
+            status=status,
+            kinds=services.KINDS,
+            statuses=[s for s, _ in ReportRun.STATUSES],
+            periods=services.PERIODS,
+            succeeded=succeeded,
+            errors=errors,
+        ),
+    )
+
+
+def _period(request: HttpRequest) -> tuple[int, int]:
+    """(since, until) from the form: a preset period, or a from/to pair (UTC)."""
+    preset = request.POST.get("period", "1h")
+    if preset != "custom":
+        if preset not in services.PERIODS:
+            raise services.BadRequest(f"unknown period {preset!r}")
+        until = services.now_ms()
+        return until - services.PERIODS[preset] * 60_000, until
+    try:
+        since, until = (
+            dt.datetime.fromisoformat(request.POST.get(name, "")).replace(tzinfo=dt.UTC)
+            for name in ("since", "until")
+        )
+    except ValueError:
+        raise services.BadRequest("give the period's start and end (YYYY-MM-DDTHH:MM, UTC)") from None
+    return int(since.timestamp() * 1000), int(until.timestamp() * 1000)
+
+
+@login_required
+@require_POST
+def run_now(request: HttpRequest, cluster: str) -> HttpResponse:
+    """The list page's form (operators): queue a run and open its page."""
+    ref = cluster_for(request, cluster, "operate")
+    topics = [t for t in request.POST.get("topics", "").replace(" ", ",").split(",") if t]
+    try:
+        since, until = _period(request)
+        wanted = services.check_request(request.POST.get("kind", ""), since, until, topics)
+    except services.BadRequest as exc:
+        flash.error(request, f"not run: {exc}")
+        return redirect("reports:list", cluster=cluster)
+    if wanted.topics:
+        known, error = ask(ref, lambda admin: admin.topic_list())
+        missing = services.missing_topics(wanted.topics, known or []) if known is not None else []
+        if error or missing:
+            flash.error(request, f"not run: {error or 'no topic ' + ', '.join(missing)}")
+            return redirect("reports:list", cluster=cluster)
+    with audited(request, "report.run", ref.name, f"{wanted.kind} report") as audit:
+        audit.after = {"kind": wanted.kind, "since": wanted.since, "until": wanted.until}
+        audit.after["topics"] = list(wanted.topics)
+        run = services.create_run(ref, wanted, request.user)
+        audit.after["run"] = str(run.id)
+        try:
+            services.queue_run(run)
+        except (RedisError, OSError) as exc:
+            audit.after["queued"] = False
+            flash.error(request, f"the report could not be queued: {exc}")
+    return redirect("reports:run", cluster=cluster, run_id=run.id)
+
+
+@login_required
+@require_GET
+def report_run(request: HttpRequest, cluster: str, run_id: str) -> HttpResponse:
+    ref = cluster_for(request, cluster)
+    run = services.run_of(ref.name, run_id)
+    if run is None:
+        raise Http404(f"no report run {run_id} on {ref.name}")
+    tab = request.GET.get("tab") if request.GET.get("tab") in TABS else "summary"
+    names = tables.table_names(run.kind)
+    table = request.GET.get("table") if request.GET.get("table") in names else names[0]
+    try:
+        offset = max(0, int(request.GET.get("offset", 0)))
+    except ValueError:
+        offset = 0
+    chart_data, rows, errors = None, None, []
+    if run.status == ReportRun.SUCCEEDED:
+        try:
+            chart_data = charts.for_run(run)
+            rows = tables.page(run.output, run.kind, table, ROWS_PER_PAGE, offset)
+        except (tables.TableMissing, OSError) as exc:
+            errors.append(f"the run's tables cannot be read: {exc}")
+    others = services.runs_of(ref.name, run.kind, ReportRun.SUCCEEDED).exclude(id=run.id)[:20]
+    return render(
+        request,
+        "reports/run.html",
+        context(
+            request,
+            ref,
+            run=run,
+            tab=tab,
+            tabs=TABS,
+            table=table,
+            table_names=names,
+            rows=rows,
+            offset=offset,
+            next_offset=offset + ROWS_PER_PAGE if rows and offset + ROWS_PER_PAGE < rows["count"] else None,
+            previous_offset=max(0, offset - ROWS_PER_PAGE) if offset else None,
+            charts=chart_data,
+            others=others,
+            errors=errors,
+        ),
+    )
+
+
+@login_required
+@require_GET
+def report_compare(request: HttpRequest, cluster: str) -> HttpResponse:
+    ref = cluster_for(request, cluster)
+    a_id, b_id = request.GET.get("a", ""), request.GET.get("b", "")
+    runs = services.runs_of(ref.name, status=ReportRun.SUCCEEDED)[:100]
+    result, errors, status = None, [], 200
+    if a_id and b_id:
+        a, b = services.run_of(ref.name, a_id), services.run_of(ref.name, b_id)
+        if a is None or b is None:
+            errors, status = [f"no report run {a_id if a is None else b_id} on {ref.name}"], 404
+        else:
+            try:
+                result = compare.compare(a, b)
+            except compare.NotComparable as exc:
+                errors, status = [str(exc)], 400
+            except (tables.TableMissing, OSError) as exc:
+                errors = [f"the runs' tables cannot be read: {exc}"]
+    return render(
+        request,
+        "reports/compare.html",
+        context(request, ref, runs=runs, a_id=a_id, b_id=b_id, result=result, errors=errors),
+        status=status,
+    )

@@ -1,0 +1,526 @@
+"""The reports' console side: runs over REST and on pages, as each persona, with real Parquet
+tables written here with pyarrow in the layout spark_reports/outputs.py fixes (viewing,
+downloads and comparisons need no Spark), the schedule's windows, and a group's lag trend
+from offset-history files."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import uuid
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from django.test import Client
+
+from console.audit.models import AuditEntry
+from console.groups.services import lag_trend
+from console.reports import runner, services
+from console.reports.models import ReportRun
+from nameserver.clusters import find_cluster
+from spark_reports.outputs import LAG_TABLES, TRAFFIC_TABLES, write_summary
+
+from .conftest import Servers
+
+pytestmark = pytest.mark.django_db
+
+API = "/api/clusters/default/reports/"
+PAGES = "/clusters/default/reports/"
+T0 = 1_780_000_020_000 // 60_000 * 60_000  # a whole minute
+
+
+def at(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+
+
+@pytest.fixture
+def reports_dir(tmp_path: Path, settings: Any) -> Path:
+    settings.QUIVER = {**settings.QUIVER, "REPORTS_DIR": str(tmp_path / "reports")}
+    return tmp_path / "reports"
+
+
+def write_table(run_dir: Path, name: str, columns: tuple[str, ...], rows: list[dict], parts: int = 1) -> None:
+    """Write ``rows`` as ``parts`` part files, columns in the contract's order."""
+    (run_dir / name).mkdir(parents=True, exist_ok=True)
+    (run_dir / name / "_SUCCESS").write_text("")
+    size = max(1, -(-len(rows) // parts))
+    for i in range(parts):
+        chunk = rows[i * size : (i + 1) * size]
+        table = (
+            pa.Table.from_pylist(chunk) if chunk else pa.table({c: pa.array([], pa.int64()) for c in columns})
+        )
+        pq.write_table(table.select(list(columns)), run_dir / name / f"part-{i:05d}.parquet")
+
+
+def traffic_run(reports_dir: Path, scale: int, parts: int = 1) -> ReportRun:
+    """A succeeded traffic run: topics A (3 minutes) and B (1 minute), ``scale`` x messages."""
+    run = ReportRun(kind="traffic", cluster="default", params={"since": T0, "until": T0 + 3_600_000})
+    run.output = str(reports_dir / str(run.id))
+    out = Path(run.output)
+    minutes = [("A", 0, 10), ("A", 1, 20), ("A", 2, 5), ("B", 1, 7)]
+    minute_rows = [
+        {
+            "topic": t,
+            "minute": at(T0 + m * 60_000),
+            "messages": n * scale,
+            "bytes": n * scale * 100,
+            "avg_size": 100.0,
+            "max_size": 120,
+            "producers": 1,
+        }
+        for t, m, n in minutes
+    ]
+    write_table(out, "topic_minute", TRAFFIC_TABLES["topic_minute"], minute_rows, parts)
+    hour_rows = [
+        {**r, "hour": at(T0), "messages": sum(x["messages"] for x in minute_rows if x["topic"] == r["topic"])}
+        for r in minute_rows
+        if r["minute"] == at(T0 + 60_000)
+    ]
+    for r in hour_rows:
+        r["bytes"] = r["messages"] * 100
+    write_table(out, "topic_hour", TRAFFIC_TABLES["topic_hour"], hour_rows)
+    write_table(
+        out,
+        "top_tags",
+        TRAFFIC_TABLES["top_tags"],
+        [{"topic": "A", "tag": "TagA", "messages": 35 * scale, "bytes": 3500 * scale, "rank": 1}],
+    )
+    write_table(
+        out,
+        "top_producers",
+        TRAFFIC_TABLES["top_producers"],
+        [{"topic": "A", "producer": "10.0.0.9", "messages": 35 * scale, "bytes": 3500 * scale, "rank": 1}],
+    )
+    write_table(
+        out,
+        "consumption_minute",
+        TRAFFIC_TABLES["consumption_minute"],
+        [{"group": "G", "topic": "A", "minute": at(T0), "consumed": 9 * scale}],
+    )
+    summary = {
+        "kind": "traffic",
+        "cluster": "default",
+        "since": run.since,
+        "until": run.until,
+        "inputRows": 42 * scale,
+        "inputBytes": 4200 * scale,
+        "durationSeconds": 3.5,
+        "topics": ["A", "B"],
+        "messages": 42 * scale,
+        "bytes": 4200 * scale,
+        "producers": 1,
+        "consumed": 9 * scale,
+        "peakMinute": {"minute": T0 + 60_000, "messages": 27 * scale},
+        "peakByTopic": {"A": {"minute": T0 + 60_000, "messages": 20 * scale}},
+        "retryMessages": 0,
+        "dlqMessages": 0,
+        "retryShare": 0.0,
+        "dlqShare": 0.0,
+    }
+    write_summary(out, summary)
+    run.status, run.summary = ReportRun.SUCCEEDED, summary
+    run.input_rows, run.input_bytes = summary["inputRows"], summary["inputBytes"]
+    run.save()
+    return run
+
+
+def lag_run(reports_dir: Path, last_lag: int) -> ReportRun:
+    run = ReportRun(kind="lag", cluster="default", params={"since": T0, "until": T0 + 600_000})
+    run.output = str(reports_dir / str(run.id))
+    out = Path(run.output)
+    write_table(out, "lag_queue", LAG_TABLES["lag_queue"], [])
+    group_rows = [
+        {
+            "ts": at(T0 + i * 5000),
+            "group": "G",
+            "topic": "A",
+            "lag": i * 10,
+            "seconds_behind": float(i),
+            "consume_rate": 1.0,
+            "produce_rate": 3.0,
+            "drain_seconds": None,
+        }
+        for i in range(4)
+    ]
+    write_table(out, "lag_group", LAG_TABLES["lag_group"], group_rows)
+    trend = {
+        "group": "G",
+        "topic": "A",
+        "samples": 4,
+        "first_lag": 0,
+        "last_lag": last_lag,
+        "max_lag": last_lag,
+        "max_seconds_behind": 3.0,
+        "lag_slope_per_minute": 120.0,
+        "consume_rate": 1.0,
+        "produce_rate": 3.0,
+        "drain_seconds": None,
+        "growing": True,
+        "stalled": False,
+    }
+    write_table(out, "lag_trend", LAG_TABLES["lag_trend"], [trend])
+    summary = {
+        "kind": "lag",
+        "cluster": "default",
+        "since": run.since,
+        "until": run.until,
+        "inputRows": 4,
+        "inputBytes": 400,
+        "durationSeconds": 2.0,
+        "groups": 1,
+        "growing": [{"group": "G", "topic": "A", "lastLag": last_lag, "slopePerMinute": 120.0}],
+        "stalled": [],
+        "worst": [{"group": "G", "topic": "A", "lag": last_lag, "secondsBehind": 3.0}],
+    }
+    write_summary(out, summary)
+    run.status, run.summary = ReportRun.SUCCEEDED, summary
+    run.save()
+    return run
+
+
+def test_runs_are_listed_for_viewers_and_filtered(reports_dir: Path, personas: dict[str, Client]) -> None:
+    traffic_run(reports_dir, 1)
+    lag_run(reports_dir, 30)
+    ReportRun.objects.create(kind="lag", cluster="default", params={"since": 1, "until": 2}, status="failed")
+    body = personas["viewer"].get(API).json()
+    assert body["count"] == 3 and [r["kind"] for r in body["results"]] == ["lag", "lag", "traffic"]
+    assert personas["viewer"].get(API + "?kind=lag&status=succeeded").json()["count"] == 1
+    assert personas["viewer"].get(API + "?page_size=1&page=2").json()["results"][0]["kind"] == "lag"
+    assert personas["viewer"].get(API + "?kind=nope").status_code == 400
+    assert personas["outsider"].get(API).status_code == 403
+    assert personas["anonymous"].get(API).status_code in (401, 403)
+    assert personas["viewer"].get("/api/clusters/nope/reports/").status_code == 404
+
+
+def test_asking_for_a_run_is_validated_and_for_operators(
+    on_servers: Servers, personas: dict[str, Client], reports_dir: Path
+) -> None:
+    op = personas["operator"]
+    now = services.now_ms()
+
+    def post(client: Client, body: dict) -> Any:
+        return client.post(API, body, content_type="application/json")
+
+    assert post(personas["viewer"], {"kind": "traffic", "lastMinutes": 60}).status_code == 403
+    for bad, words in (
+        ({"kind": "volume", "lastMinutes": 60}, "kind"),
+        ({"kind": "lag", "since": now, "until": now - 1}, "before"),
+        ({"kind": "lag", "since": now - 40 * 86_400_000, "until": now}, "at most 31 days"),
+        ({"kind": "lag"}, "period"),
+        ({"kind": "lag", "lastMinutes": 60, "since": 5}, "not both"),
+        ({"kind": "traffic", "lastMinutes": 60, "topics": ["NoSuchTopicHere"]}, "NoSuchTopicHere"),
+        ({"kind": "traffic", "lastMinutes": 60, "topics": ["bad name!"]}, "topic"),
+    ):
+        response = post(op, bad)
+        assert response.status_code == 400, (bad, response.content)
+        assert words in response.content.decode(), (bad, response.content)
+    assert ReportRun.objects.count() == 0
+
+
+def test_a_run_asked_for_is_queued_and_audited(
+    on_servers: Servers, personas: dict[str, Client], reports_dir: Path, console_redis: Any
+) -> None:
+    op = personas["operator"]
+    op.post(
+        "/api/clusters/default/topics/",
+        {"name": "ReportTopic", "readQueueNums": 1, "writeQueueNums": 1},
+        content_type="application/json",
+    )
+    response = op.post(
+        API,
+        {"kind": "traffic", "lastMinutes": 30, "topics": ["ReportTopic"]},
+        content_type="application/json",
+    )
+    assert response.status_code == 202, response.content
+    body = response.json()
+    assert (
+        body["status"] == "queued" and body["topics"] == ["ReportTopic"] and body["requestedBy"] == "operator"
+    )
+    assert body["until"] - body["since"] == 30 * 60_000 and body["scheduled"] is False
+    run = ReportRun.objects.get(id=body["id"])
+    assert run.output == f"{reports_dir}/{run.id}"
+    # On the long queue, named after the run, for the worker to pick up.
+    queued = [orjson.loads(m) for m in console_redis.lrange("long", 0, -1)]
+    assert [m["headers"]["id"] for m in queued] == [str(run.id)]
+    assert queued[0]["headers"]["task"] == "console.reports.tasks.long_run_report"
+    entry = AuditEntry.objects.get(action="report.run")
+    assert entry.result == "ok" and entry.username == "operator" and entry.after["run"] == str(run.id)
+    assert personas["viewer"].get(body["url"]).json()["status"] == "queued"
+    # Its tables are not there until it has succeeded.
+    table = personas["viewer"].get(f"{API}{run.id}/tables/topic_minute/")
+    assert table.status_code == 409
+
+
+def test_table_rows_and_downloads_come_from_the_parquet_files(
+    reports_dir: Path, personas: dict[str, Client]
+) -> None:
+    run = traffic_run(reports_dir, 1, parts=2)
+    viewer = personas["viewer"]
+    detail = viewer.get(f"{API}{run.id}/").json()
+    assert detail["summary"]["messages"] == 42 and detail["inputRows"] == 42
+    assert sorted(detail["tables"]) == sorted(TRAFFIC_TABLES)
+    rows = viewer.get(detail["tables"]["topic_minute"]["rows"] + "?limit=3&offset=0").json()
+    assert rows["count"] == 4 and rows["columns"] == list(TRAFFIC_TABLES["topic_minute"])
+    assert [(r["topic"], r["minute"], r["messages"]) for r in rows["rows"]] == [
+        ("A", T0, 10),
+        ("A", T0 + 60_000, 20),
+        ("A", T0 + 120_000, 5),
+    ]
+    rest = viewer.get(f"{API}{run.id}/tables/topic_minute/?limit=3&offset=3").json()["rows"]
+    assert [(r["topic"], r["messages"]) for r in rest] == [("B", 7)]
+    assert viewer.get(f"{API}{run.id}/tables/topic_minute/?limit=x").status_code == 400
+    assert viewer.get(f"{API}{run.id}/tables/lag_trend/").status_code == 404
+    assert viewer.get(f"{API}{uuid.uuid4()}/").status_code == 404
+
+    csv_file = viewer.get(f"{API}{run.id}/tables/topic_minute/csv/")
+    assert csv_file["Content-Type"] == "text/csv" and "attachment" in csv_file["Content-Disposition"]
+    parsed = list(csv.DictReader(io.StringIO(csv_file.content.decode())))
+    assert [int(r["messages"]) for r in parsed] == [10, 20, 5, 7]
+    assert list(parsed[0]) == list(TRAFFIC_TABLES["topic_minute"])
+
+    # Two part files: a zip of both; one part file: the file itself.
+    zipped = viewer.get(f"{API}{run.id}/tables/topic_minute/parquet/")
+    assert zipped["Content-Type"] == "application/zip"
+    with zipfile.ZipFile(io.BytesIO(zipped.content)) as archive:
+        names = sorted(archive.namelist())
+        assert names == ["topic_minute/part-00000.parquet", "topic_minute/part-00001.parquet"]
+        total = sum(pq.read_table(io.BytesIO(archive.read(n))).num_rows for n in names)
+    assert total == 4
+    single = viewer.get(f"{API}{run.id}/tables/top_tags/parquet/")
+    assert single["Content-Disposition"].endswith('.parquet"')
+    assert pq.read_table(io.BytesIO(single.content)).to_pylist()[0]["tag"] == "TagA"
+    # Another cluster's URL does not reach the run.
+    assert viewer.get(f"/api/clusters/other/reports/{run.id}/").status_code == 404
+
+
+def test_two_runs_compare_figure_by_figure_and_per_topic(
+    reports_dir: Path, personas: dict[str, Client]
+) -> None:
+    a, b = traffic_run(reports_dir, 1), traffic_run(reports_dir, 3)
+    body = personas["viewer"].get(f"{API}compare/?a={a.id}&b={b.id}").json()
+    figures = {f["figure"]: f for f in body["figures"]}
+    assert figures["messages"] == {"figure": "messages", "a": 42, "b": 126, "delta": 84, "percent": 200.0}
+    assert figures["retryShare"]["delta"] == 0.0 and figures["retryShare"]["percent"] is None
+    topics = {t["topic"]: t for t in body["topics"]}
+    assert topics["A"]["messages"] == {"a": 35, "b": 105, "delta": 70, "percent": 200.0}
+    assert topics["B"]["messages"]["delta"] == 14 and [t["topic"] for t in body["topics"]] == ["A", "B"]
+    assert body["groups"] == [
+        {"group": "G", "topic": "A", "consumed": {"a": 9, "b": 27, "delta": 18, "percent": 200.0}}
+    ]
+    la, lb = lag_run(reports_dir, 30), lag_run(reports_dir, 90)
+    lag = personas["viewer"].get(f"{API}compare/?a={la.id}&b={lb.id}").json()
+    assert lag["groups"][0]["last_lag"] == {"a": 30, "b": 90, "delta": 60, "percent": 200.0}
+    assert {f["figure"]: f["b"] for f in lag["figures"]}["growing"] == 1
+    mixed = personas["viewer"].get(f"{API}compare/?a={a.id}&b={la.id}")
+    assert mixed.status_code == 400 and "cannot be compared" in mixed.json()["detail"]
+    assert personas["viewer"].get(f"{API}compare/?a={a.id}").status_code == 400
+    assert personas["viewer"].get(f"{API}compare/?a={a.id}&b=nope").status_code == 404
+    page = personas["viewer"].get(f"{PAGES}compare/?a={a.id}&b={b.id}").content.decode()
+    assert 'id="compare-figures"' in page and "200.0%" in page
+
+
+def test_report_pages_show_runs_charts_tables_and_links(
+    reports_dir: Path, personas: dict[str, Client]
+) -> None:
+    run, other = traffic_run(reports_dir, 1), traffic_run(reports_dir, 2)
+    viewer = personas["viewer"]
+    listing = viewer.get(PAGES).content.decode()
+    assert (
+        f"{PAGES}{run.id}/" in listing and 'id="run-form"' not in listing and 'id="compare-link"' in listing
+    )
+    assert 'id="run-form"' in personas["operator"].get(PAGES).content.decode()
+    assert f'href="{PAGES}"' in viewer.get("/clusters/default/").content.decode()  # in the navigation
+    page = viewer.get(f"{PAGES}{run.id}/?tab=tables&table=top_producers").content.decode()
+    assert 'id="tab-tables" data-tab-panel="tables" >' in page or 'data-tab-panel="tables" >' in page
+    assert "10.0.0.9" in page and 'id="copy-link"' in page and f'value="{other.id}"' in page
+    assert f"/api/clusters/default/reports/{run.id}/tables/consumption_minute/csv/" in page
+    assert "echarts.min.js" in page and 'id="report-charts"' in page
+    charts = viewer.get(f"{PAGES}{run.id}/?tab=charts").context["charts"]
+    assert charts["messages"] == {
+        "A": [[T0, 10], [T0 + 60_000, 20], [T0 + 120_000, 5]],
+        "B": [[T0 + 60_000, 7]],
+    }
+    assert charts["consumed"] == {"G @ A": [[T0, 9]]}
+    lag = lag_run(reports_dir, 30)
+    lag_page = viewer.get(f"{PAGES}{lag.id}/?tab=charts")
+    assert lag_page.context["charts"]["lag"] == {"G @ A": [[T0 + i * 5000, i * 10] for i in range(4)]}
+    assert "growing" in lag_page.content.decode() and 'id="lag-trend"' in lag_page.content.decode()
+    assert personas["outsider"].get(f"{PAGES}{run.id}/").status_code == 403
+    assert viewer.get(f"{PAGES}{uuid.uuid4()}/").status_code == 404
+    failed = ReportRun.objects.create(
+        kind="lag", cluster="default", params={"since": 1, "until": 2}, status="failed", error="no Java here"
+    )
+    assert 'id="run-error"' in viewer.get(f"{PAGES}{failed.id}/").content.decode()
+    queued = ReportRun.objects.create(kind="lag", cluster="default", params={"since": 1, "until": 2})
+    running = viewer.get(f"{PAGES}{queued.id}/").content.decode()
+    assert f'data-ws="/ws/clusters/default/reports/{queued.id}/"' in running
+
+
+def test_the_page_form_runs_a_report(
+    on_servers: Servers, personas: dict[str, Client], reports_dir: Path, console_redis: Any
+) -> None:
+    assert personas["viewer"].post(PAGES + "run/", {"kind": "lag", "period": "1h"}).status_code == 403
+    bad = personas["operator"].post(PAGES + "run/", {"kind": "lag", "period": "custom"}, follow=True)
+    assert b"not run:" in bad.content and ReportRun.objects.count() == 0
+    done = personas["operator"].post(PAGES + "run/", {"kind": "lag", "period": "6h"})
+    run = ReportRun.objects.get()
+    assert done.status_code == 302 and done["Location"] == f"{PAGES}{run.id}/"
+    assert run.until - run.since == 360 * 60_000 and run.requested_by.username == "operator"
+
+
+def test_scheduled_runs_cover_the_last_period_once(reports_dir: Path, settings: Any, db: None) -> None:
+    settings.QUIVER = {**settings.QUIVER, "REPORT_SCHEDULE_MINUTES": 60, "REPORT_WINDOW_MINUTES": 0}
+    at_ms = T0 + 25 * 60_000
+    first = services.plan_scheduled(at_ms)
+    assert sorted(r.kind for r in first) == ["lag", "traffic"]
+    hour = at_ms // 3_600_000 * 3_600_000
+    assert {(r.since, r.until, r.scheduled, r.requested_by) for r in first} == {
+        (hour - 3_600_000, hour, True, None)
+    }
+    assert services.plan_scheduled(at_ms + 60_000) == []  # the same window: nothing new
+    assert len(services.plan_scheduled(at_ms + 3_600_000)) == 2  # the next one
+    settings.QUIVER = {**settings.QUIVER, "REPORT_SCHEDULE_MINUTES": 0}
+    assert services.plan_scheduled(at_ms + 7_200_000) == []
+
+
+def test_protocol_lines_and_failure_messages() -> None:
+    assert runner.parse('{"event":"progress","stagesDone":1,"stagesTotal":4}\n') == {
+        "event": "progress",
+        "stagesDone": 1,
+        "stagesTotal": 4,
+    }
+    assert runner.parse("25/11/24 INFO SparkContext: Running Spark") is None
+    assert runner.parse('{"no": "event"}') is None
+    java = runner.Outcome(returncode=1)
+    java.stderr.append("JAVA_HOME is not set")
+    assert java.message(60).startswith("Spark needs a Java runtime")
+    assert runner.Outcome(timed_out=True).message(60) == "the report took longer than 60 s and was stopped"
+    silent = runner.Outcome(returncode=3)
+    silent.stderr.append("Traceback: boom")
+    assert "exit status 3" in silent.message(60) and "boom" in silent.message(60)
+
+
+def test_group_lag_trend_reads_the_offset_history(tmp_path: Path) -> None:
+    day = dt.datetime.fromtimestamp(T0 / 1000, tz=dt.UTC).date().isoformat()
+    folder = tmp_path / "offsets" / f"date={day}"
+    folder.mkdir(parents=True)
+    rows = []
+    for i, (consumer, end) in enumerate([(0, 10), (5, 30), (30, 30)]):
+        for queue in (0, 1):
+            rows.append(
+                {
+                    "ts": T0 + i * 60_000 + 1000,
+                    "cluster": "default",
+                    "broker": "broker-a",
+                    "broker_addr": "x",
+                    "group": "G",
+                    "topic": "A",
+                    "queue_id": queue,
+                    "consumer_offset": consumer,
+                    "broker_offset": end,
+                    "min_offset": 0,
+                    "store_timestamp": T0 - 4000 + i * 60_000,
+                }
+            )
+    rows.append({**rows[0], "group": "Other"})
+    rows.append({**rows[0], "cluster": "elsewhere"})
+    (folder / "broker-a.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows) + b'{"torn')
+    trend = lag_trend(tmp_path, "default", "G", 1, T0 + 180_000)
+    assert trend["lag"] == {"A": [[T0, 20], [T0 + 60_000, 50], [T0 + 120_000, 0]]}
+    assert trend["secondsBehind"] == {"A": [[T0, 5.0], [T0 + 60_000, 5.0], [T0 + 120_000, 0.0]]}
+    assert lag_trend(tmp_path, "default", "G", 1, T0 + 10 * 3_600_000) == {"lag": {}, "secondsBehind": {}}
+
+
+def test_the_group_page_shows_its_lag_trend(
+    on_servers: Servers, personas: dict[str, Client], settings: Any, tmp_path: Path
+) -> None:
+    settings.QUIVER = {**settings.QUIVER, "HISTORY_DIR": tmp_path}
+    now = services.now_ms()
+    folder = tmp_path / "offsets" / f"date={at(now).date().isoformat()}"
+    folder.mkdir(parents=True)
+    row = {
+        "ts": now - 60_000,
+        "cluster": "default",
+        "broker": "broker-a",
+        "broker_addr": "x",
+        "group": "TrendGroup",
+        "topic": "A",
+        "queue_id": 0,
+        "consumer_offset": 3,
+        "broker_offset": 10,
+        "min_offset": 0,
+        "store_timestamp": now - 70_000,
+    }
+    (folder / "broker-a.jsonl").write_bytes(orjson.dumps(row) + b"\n")
+    personas["operator"].post("/clusters/default/groups-new/", {"name": "TrendGroup"})
+    page = personas["viewer"].get("/clusters/default/groups/TrendGroup/?hours=2")
+    assert page.context["lag_trend"]["lag"] == {"A": [[(now - 60_000) // 60_000 * 60_000, 7]]}
+    assert page.context["trend_hours"] == 2 and b'id="lag-trend-lag"' in page.content
+
+
+@pytest.mark.slow
+def test_a_run_that_cannot_reach_its_cluster_fails_with_the_reason(
+    reports_dir: Path, settings: Any, db: None
+) -> None:
+    settings.QUIVER = {**settings.QUIVER, "NAMESRV_ADDR": "127.0.0.1:1"}
+    now = services.now_ms()
+    run = services.create_run(find_cluster("default"), services.check_request("traffic", now - 60_000, now))
+    done = runner.execute(str(run.id))  # the real python -m spark_reports, as the task runs it
+    assert done is not None and done.status == "failed" and done.finished is not None
+    assert done.error.startswith("cannot reach the cluster at 127.0.0.1:1"), done.error
+    assert "Traceback" not in done.error and done.summary is None
+    assert runner.execute(str(run.id)) is None  # a finished run is not run again
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_run_socket_follows_progress_until_the_end(
+    reports_dir: Path, personas: dict[str, Client]
+) -> None:
+    from asgiref.sync import sync_to_async
+    from channels.routing import URLRouter
+    from channels.testing import WebsocketCommunicator
+    from django.contrib.auth import get_user_model
+
+    from console.routing import websocket_urlpatterns
+
+    run = await sync_to_async(ReportRun.objects.create)(
+        kind="lag", cluster="default", params={"since": 1, "until": 2}
+    )
+
+    async def connect(path: str, username: str) -> tuple[WebsocketCommunicator, bool]:
+        communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
+        communicator.scope["user"] = await sync_to_async(get_user_model().objects.get)(username=username)
+        connected, _ = await communicator.connect()
+        return communicator, connected
+
+    _, refused = await connect(f"/ws/clusters/default/reports/{run.id}/", "outsider")
+    assert not refused
+    missing, _ = await connect(f"/ws/clusters/default/reports/{uuid.uuid4()}/", "viewer")
+    assert (await missing.receive_output(timeout=5))["type"] == "websocket.close"
+    socket, connected = await connect(f"/ws/clusters/default/reports/{run.id}/", "viewer")
+    assert connected
+    first = await socket.receive_json_from(timeout=5)
+    assert first["status"] == "queued" and first["stagesTotal"] == 0
+
+    def progress(done: int, total: int, status: str = ReportRun.RUNNING) -> None:
+        run.status, run.stages_done, run.stages_total = status, done, total
+        run.save()
+        runner.push(run)  # what the task does on each progress line
+
+    await sync_to_async(progress)(2, 5)
+    update = await socket.receive_json_from(timeout=5)
+    assert (update["status"], update["stagesDone"], update["stagesTotal"], update["percent"]) == (
+        "running",
+        2,
+        5,
+        40.0,
+    )
+    await sync_to_async(progress)(5, 5, ReportRun.SUCCEEDED)
+    assert (await socket.receive_json_from(timeout=5))["status"] == "succeeded"
+    assert (await socket.receive_output(timeout=5))["type"] == "websocket.close"
