@@ -75,7 +75,7 @@ def lag_group(queues: DataFrame, bucket_seconds: int) -> DataFrame:
         F.max("ts").alias("at"),
     )
     series = Window.partitionBy("group", "topic").orderBy("bucket")
-    elapsed = F.unix_timestamp("at") - F.unix_timestamp(F.lag("at").over(series))
+    elapsed = F.col("at").cast("double") - F.lag("at").over(series).cast("double")  # seconds
     consume = F.greatest(F.col("consumed_to") - F.lag("consumed_to").over(series), F.lit(0)) / elapsed
     produce = F.greatest(F.col("produced_to") - F.lag("produced_to").over(series), F.lit(0)) / elapsed
     rated = summed.withColumn("consume_rate", F.when(elapsed > 0, consume)).withColumn(
@@ -92,6 +92,7 @@ def lag_group(queues: DataFrame, bucket_seconds: int) -> DataFrame:
         _drain("lag", "consume_rate", "produce_rate").alias("drain_seconds"),
         "consumed_to",
         "produced_to",
+        "at",
     )
 
 
@@ -102,7 +103,7 @@ def _drain(lag: str, consume: str, produce: str) -> Any:
 
 def lag_trend(groups: DataFrame) -> DataFrame:
     """Per group and topic over the period: first/last/max lag, slope, rates, flags."""
-    t = F.unix_timestamp("ts") / 60.0  # minutes: the slope is per minute
+    t = F.col("ts").cast("double") / 60.0  # minutes: the slope is per minute
     first = Window.partitionBy("group", "topic").orderBy("ts")
     ordered = groups.withColumn("t", t).withColumn("n", F.row_number().over(first))
     agg = ordered.groupBy("group", "topic").agg(
@@ -112,14 +113,14 @@ def lag_trend(groups: DataFrame) -> DataFrame:
         F.max("lag").alias("max_lag"),
         F.max("seconds_behind").alias("max_seconds_behind"),
         (F.covar_pop("t", "lag") / F.var_pop("t")).alias("lag_slope_per_minute"),
-        F.min("ts").alias("t0"),
-        F.max("ts").alias("t1"),
+        F.min("at").alias("t0"),
+        F.max("at").alias("t1"),
         F.min_by("consumed_to", "ts").alias("c0"),
         F.max_by("consumed_to", "ts").alias("c1"),
         F.min_by("produced_to", "ts").alias("p0"),
         F.max_by("produced_to", "ts").alias("p1"),
     )
-    span = F.unix_timestamp("t1") - F.unix_timestamp("t0")
+    span = F.col("t1").cast("double") - F.col("t0").cast("double")
     trend = (
         agg.withColumn(
             "consume_rate", F.when(span > 0, F.greatest(F.col("c1") - F.col("c0"), F.lit(0)) / span)

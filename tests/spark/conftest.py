@@ -36,8 +36,10 @@ def spark() -> Iterator[SparkSession]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    """A nameserver and broker ``broker-a`` for one module, retries redelivered after 1 s."""
-    with run_servers(tmp_path_factory.mktemp("spark-servers"), messageDelayLevel=FAST_DELAYS) as servers:
+    """A nameserver and broker ``broker-a`` for one module, retries redelivered after 1 s
+    (the broker runs its own delay scan: no Celery here)."""
+    work = tmp_path_factory.mktemp("spark-servers")
+    with run_servers(work, messageDelayLevel=FAST_DELAYS, standaloneMaintenance="true") as servers:
         yield servers
 
 

@@ -1,0 +1,386 @@
+"""The traffic and lag reports in a real local[2] session, against a real broker with
+traffic these tests generate; every figure is checked against a count made independently
+(from what was sent, from the broker's own answers, or from a plain-Python read)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+
+from broker_core.client.config import ClientConfig
+from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
+from broker_core.client.message import Message
+from broker_core.client.producer.producer import Producer
+from broker_core.messagequeue import MessageQueue
+from spark_reports.jobs import lag, traffic
+from spark_reports.jobs.common import ReportParams, write_tables
+from spark_reports.outputs import LAG_TABLES, TRAFFIC_TABLES, read_summary
+from tests.console.conftest import Servers
+from tests.servers import wait_for
+from tests.spark.conftest import admin_run, create_topic, record_history
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+FAILING_GROUP = "traffic-failing"
+READER_GROUP = "traffic-reader"
+
+
+def minute_of(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms // 60_000 * 60, tz=dt.UTC)
+
+
+def hour_of(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms // 3_600_000 * 3600, tz=dt.UTC)
+
+
+def utc(value: dt.datetime) -> dt.datetime:
+    """A timestamp read back from Parquet (naive UTC) as an aware UTC datetime."""
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+def stored(servers: Servers, topic: str) -> list[Any]:
+    """Every message of ``topic`` read in plain Python (no Spark): the independent count."""
+    return admin_run(
+        servers.namesrv_addr, lambda admin: admin.messages_by_time(topic, 0, 2**62, limit=100_000)
+    )
+
+
+def total(servers: Servers, topic: str) -> int:
+    return admin_run(servers.namesrv_addr, lambda admin: admin.topic_stats(topic)).total_messages
+
+
+@pytest.fixture(scope="module")
+def traffic_run(cluster: Servers, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Traffic of three producers into two topics, a group whose every attempt fails (retry
+    and DLQ traffic), a group whose offsets move; then the traffic report over it."""
+    history_dir = tmp_path_factory.mktemp("history")
+    since = int(time.time() * 1000) - 1
+    create_topic(cluster, "TrafficA", 4)
+    create_topic(cluster, "TrafficB", 2)
+    create_topic(cluster, "TrafficFail", 1)
+    plan = {"p0": [("TrafficA", 120)], "p1": [("TrafficA", 80), ("TrafficB", 50)], "p2": [("TrafficB", 30)]}
+    sent: list[dict[str, Any]] = []
+    for name, sends in plan.items():
+        config = ClientConfig(namesrv_addr=cluster.namesrv_addr, instance_name=name)
+        with Producer(f"traffic-{name}", config=config) as producer:
+            for topic, count in sends:
+                for i in range(count):
+                    tag = ("red", "green", "blue", None)[i % 4]
+                    body = bytes([65 + i % 26]) * (10 + (i * 37) % 900)
+                    producer.send(Message(topic, body, tags=tag))
+                    sent.append({"producer": name, "topic": topic, "tag": tag, "size": len(body)})
+    with Producer("traffic-fail-producer", cluster.namesrv_addr) as producer:
+        for i in range(10):
+            producer.send(Message("TrafficFail", b"doomed %d" % i, tags="doomed"))
+    # Every attempt fails: the first goes back through %RETRY%, the second to %DLQ%.
+    consumer = PushConsumer(FAILING_GROUP, cluster.namesrv_addr, max_reconsume_times=1)
+    consumer.subscribe("TrafficFail").register_listener(lambda msgs: ConsumeStatus.RECONSUME_LATER)
+    consumer.start()
+    try:
+        wait_for(lambda: _has_topic(cluster, f"%DLQ%{FAILING_GROUP}", 10), 60, "ten dead letters")
+    finally:
+        consumer.shutdown()
+    # A group that consumes half of TrafficA between two offset snapshots.
+    queues = admin_run(cluster.namesrv_addr, lambda admin: admin.topic_stats("TrafficA")).queues
+    _commit(cluster, READER_GROUP, {q.queue: 0 for q in queues})
+    record_history(cluster, history_dir)
+    halves = {q.queue: q.max_offset // 2 for q in queues}
+    _commit(cluster, READER_GROUP, halves)
+    time.sleep(0.01)
+    record_history(cluster, history_dir)
+    until = int(time.time() * 1000) + 1
+    params = ReportParams("default", cluster.namesrv_addr, str(history_dir), "", since, until)
+    spark = SparkSession.getActiveSession()
+    assert spark is not None
+    tables, summary = traffic.run(spark, params)
+    rows = {name: [r.asDict() for r in df.collect()] for name, df in tables.items()}
+    return {"sent": sent, "summary": summary, "rows": rows, "consumed": sum(halves.values()), "since": since}
+
+
+def _has_topic(cluster: Servers, topic: str, count: int) -> bool:
+    try:
+        return total(cluster, topic) >= count
+    except Exception:
+        return False
+
+
+def _commit(cluster: Servers, group: str, offsets: dict[MessageQueue, int]) -> None:
+    admin_run(cluster.namesrv_addr, lambda admin: admin.update_consumer_offsets(group, offsets))
+
+
+def test_traffic_per_topic_and_minute_equals_what_the_broker_stored(
+    spark: SparkSession, cluster: Servers, traffic_run: dict[str, Any]
+) -> None:
+    rows = traffic_run["rows"]
+    for topic in ("TrafficA", "TrafficB", "TrafficFail", f"%RETRY%{FAILING_GROUP}", f"%DLQ%{FAILING_GROUP}"):
+        messages = stored(cluster, topic)
+        per_minute: dict[dt.datetime, list[int]] = defaultdict(list)
+        per_hour: dict[dt.datetime, list[int]] = defaultdict(list)
+        for m in messages:
+            per_minute[minute_of(m.store_timestamp)].append(len(m.body))
+            per_hour[hour_of(m.store_timestamp)].append(len(m.body))
+        for table, key, expected in (
+            ("topic_minute", "minute", per_minute),
+            ("topic_hour", "hour", per_hour),
+        ):
+            got = {utc(r[key]): r for r in rows[table] if r["topic"] == topic}
+            assert set(got) == set(expected), (topic, table)
+            for bucket, sizes in expected.items():
+                row = got[bucket]
+                assert (row["messages"], row["bytes"], row["max_size"]) == (
+                    len(sizes),
+                    sum(sizes),
+                    max(sizes),
+                )
+                assert row["avg_size"] == pytest.approx(sum(sizes) / len(sizes))
+
+
+def test_traffic_counts_sizes_tags_and_producers_as_sent(traffic_run: dict[str, Any]) -> None:
+    sent, rows = traffic_run["sent"], traffic_run["rows"]
+    for topic in ("TrafficA", "TrafficB"):
+        mine = [s for s in sent if s["topic"] == topic]
+        hours = [r for r in rows["topic_hour"] if r["topic"] == topic]
+        assert sum(r["messages"] for r in hours) == len(mine)
+        assert sum(r["bytes"] for r in hours) == sum(s["size"] for s in mine)
+        assert max(r["max_size"] for r in hours) == max(s["size"] for s in mine)
+        producers = Counter(s["producer"] for s in mine)
+        assert max(r["producers"] for r in hours) == len(producers)
+        top = sorted((r for r in rows["top_producers"] if r["topic"] == topic), key=lambda r: r["rank"])
+        assert [r["messages"] for r in top] == sorted(producers.values(), reverse=True)
+        assert all(r["producer"].startswith("127.0.0.1:") or ":" in r["producer"] for r in top)
+        tags = Counter(s["tag"] or "" for s in mine)
+        got = {r["tag"]: (r["messages"], r["rank"]) for r in rows["top_tags"] if r["topic"] == topic}
+        assert {t: n for t, (n, _rank) in got.items()} == dict(tags)
+        ranked = sorted(got, key=lambda t: got[t][1])
+        assert ranked == sorted(tags, key=lambda t: (-tags[t], t))
+        sizes = defaultdict(int)
+        for s in mine:
+            sizes[s["tag"] or ""] += s["size"]
+        assert {r["tag"]: r["bytes"] for r in rows["top_tags"] if r["topic"] == topic} == dict(sizes)
+
+
+def test_traffic_summary_retry_and_dlq_share_and_peak(cluster: Servers, traffic_run: dict[str, Any]) -> None:
+    summary = traffic_run["summary"]
+    topics = ("TrafficA", "TrafficB", "TrafficFail", f"%RETRY%{FAILING_GROUP}", f"%DLQ%{FAILING_GROUP}")
+    counts = {t: total(cluster, t) for t in topics}
+    assert counts[f"%DLQ%{FAILING_GROUP}"] == 10 and counts[f"%RETRY%{FAILING_GROUP}"] == 10
+    everything = sum(counts.values())
+    assert summary["messages"] == everything
+    assert summary["retryMessages"] == 10 and summary["dlqMessages"] == 10
+    assert summary["retryShare"] == pytest.approx(10 / everything)
+    assert summary["dlqShare"] == pytest.approx(10 / everything)
+    assert set(topics) <= set(summary["topics"])
+    per_minute: Counter[dt.datetime] = Counter()
+    for topic in topics:
+        for m in stored(cluster, topic):
+            per_minute[minute_of(m.store_timestamp)] += 1
+    peak_minute, peak = max(per_minute.items(), key=lambda item: (item[1], -item[0].timestamp()))
+    assert summary["peakMinute"] == {
+        "minute": peak_minute.isoformat().replace("+00:00", "Z"),
+        "messages": peak,
+    }
+
+
+def test_consumption_per_group_is_the_offsets_committed(traffic_run: dict[str, Any]) -> None:
+    rows = [r for r in traffic_run["rows"]["consumption_minute"] if r["group"] == READER_GROUP]
+    assert sum(r["consumed"] for r in rows) == traffic_run["consumed"] > 0
+    assert {r["topic"] for r in rows} == {"TrafficA"}
+    assert traffic_run["summary"]["consumed"] >= traffic_run["consumed"]
+
+
+@pytest.fixture(scope="module")
+def lag_run(cluster: Servers, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Three snapshots 1.2 s apart: ``lag-group`` consumes part of what arrives (lag grows),
+    ``idle-group`` never moves (stalled); consume stats read at each snapshot."""
+    history_dir = tmp_path_factory.mktemp("lag-history")
+    create_topic(cluster, "LagTopic", 2)
+    since = int(time.time() * 1000) - 1
+    stats, stamps = [], []
+    with Producer("lag-producer", cluster.namesrv_addr) as producer:
+        for step in range(3):
+            for i in range(40):
+                producer.send(Message("LagTopic", b"lag %d %d" % (step, i)))
+            wait_for(lambda step=step: total(cluster, "LagTopic") == 40 * (step + 1), 30, "stored")
+            queues = admin_run(cluster.namesrv_addr, lambda admin: admin.topic_stats("LagTopic")).queues
+            if step < 2:
+                _commit(cluster, "lag-group", {q.queue: 10 * (step + 1) for q in queues})
+            if step == 0:
+                _commit(cluster, "idle-group", {q.queue: 5 for q in queues})
+            stamps.append(record_history(cluster, history_dir))
+            stats.append(
+                {
+                    group: admin_run(
+                        cluster.namesrv_addr, lambda admin, g=group: admin.consume_stats(g, "LagTopic")
+                    )
+                    for group in ("lag-group", "idle-group")
+                }
+            )
+            time.sleep(1.2)
+    until = int(time.time() * 1000)
+    params = ReportParams(
+        "default", cluster.namesrv_addr, str(history_dir), "", since, until, bucket_seconds=1
+    )
+    spark = SparkSession.getActiveSession()
+    assert spark is not None
+    tables, summary = lag.run(spark, params)
+    rows = {name: [r.asDict() for r in df.collect()] for name, df in tables.items()}
+    return {"stats": stats, "stamps": stamps, "rows": rows, "summary": summary}
+
+
+def test_lag_per_queue_matches_the_brokers_consume_stats_at_each_instant(
+    cluster: Servers, lag_run: dict[str, Any]
+) -> None:
+    rows = lag_run["rows"]["lag_queue"]
+    for stamp, stats in zip(lag_run["stamps"], lag_run["stats"], strict=True):
+        at = dt.datetime.fromtimestamp(stamp / 1000, tz=dt.UTC)
+        for group, consume in stats.items():
+            got = {
+                r["queue_id"]: r
+                for r in rows
+                if r["group"] == group and utc(r["ts"]) == at and r["topic"] == "LagTopic"
+            }
+            assert len(got) == len(consume.queues) == 2
+            for q in consume.queues:
+                row = got[q.queue.queue_id]
+                assert (row["broker_offset"], row["consumer_offset"], row["lag"]) == (
+                    q.broker_offset,
+                    q.consumer_offset,
+                    q.lag,
+                )
+                # Seconds behind: the snapshot's time less the store time of the message at
+                # the committed offset, read here with a plain pull.
+                msgs, _ = admin_run(
+                    cluster.namesrv_addr,
+                    lambda admin, q=q: admin.browse_queue(
+                        cluster.broker_addr, q.queue, q.consumer_offset, q.consumer_offset + 1, 1
+                    ),
+                )
+                assert row["seconds_behind"] == pytest.approx((stamp - msgs[0].store_timestamp) / 1000)
+
+
+def test_lag_per_group_sums_queues_and_has_rates_from_the_offsets(lag_run: dict[str, Any]) -> None:
+    groups = sorted(
+        (r for r in lag_run["rows"]["lag_group"] if r["group"] == "lag-group"), key=lambda r: r["ts"]
+    )
+    stats = [s["lag-group"] for s in lag_run["stats"]]
+    assert [r["lag"] for r in groups] == [s.total_lag for s in stats]
+    stamps = lag_run["stamps"]
+    for i in (1, 2):
+        seconds = (stamps[i] - stamps[i - 1]) / 1000
+        consumed = sum(q.consumer_offset for q in stats[i].queues) - sum(
+            q.consumer_offset for q in stats[i - 1].queues
+        )
+        produced = sum(q.broker_offset for q in stats[i].queues) - sum(
+            q.broker_offset for q in stats[i - 1].queues
+        )
+        assert groups[i]["consume_rate"] == pytest.approx(consumed / seconds, rel=1e-3)
+        assert groups[i]["produce_rate"] == pytest.approx(produced / seconds, rel=1e-3)
+        assert groups[i]["drain_seconds"] is None  # producing faster than consuming: never drains
+
+
+def test_lag_trend_flags_the_growing_and_the_stalled_group(lag_run: dict[str, Any]) -> None:
+    trend = {r["group"]: r for r in lag_run["rows"]["lag_trend"] if r["topic"] == "LagTopic"}
+    first, last = lag_run["stats"][0], lag_run["stats"][-1]
+    growing, idle = trend["lag-group"], trend["idle-group"]
+    assert (growing["first_lag"], growing["last_lag"]) == (
+        first["lag-group"].total_lag,
+        last["lag-group"].total_lag,
+    )
+    assert growing["samples"] == 3 and growing["growing"] and not growing["stalled"]
+    assert idle["growing"] and idle["stalled"] and idle["consume_rate"] == 0
+    assert growing["lag_slope_per_minute"] > 0
+    summary = lag_run["summary"]
+    assert {g["group"] for g in summary["growing"]} >= {"lag-group", "idle-group"}
+    assert [g["group"] for g in summary["stalled"] if g["topic"] == "LagTopic"] == ["idle-group"]
+    assert summary["worst"][0]["lag"] == max(s.total_lag for s in last.values())
+
+
+def test_a_period_without_history_or_traffic_gives_empty_tables(
+    spark: SparkSession, cluster: Servers, tmp_path: Path
+) -> None:
+    """Years ago: no messages, no history directory at all; every table written, empty."""
+    params = ReportParams(
+        "default", cluster.namesrv_addr, str(tmp_path / "none"), str(tmp_path / "out"), 0, 1000
+    )
+    for job, columns in ((traffic, TRAFFIC_TABLES), (lag, LAG_TABLES)):
+        tables, summary = job.run(spark, params)
+        write_tables(params.out, tables, columns)
+        for name, cols in columns.items():
+            table = pq.read_table(tmp_path / "out" / name)
+            assert table.num_rows == 0 and tuple(table.column_names) == cols
+    assert summary["groups"] == 0 and summary["worst"] == []
+
+
+def run_cli(*args: str) -> tuple[int, list[dict[str, Any]]]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "spark_reports", *args], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def test_the_cli_writes_tables_and_summary_and_reports_progress(cluster: Servers, tmp_path: Path) -> None:
+    create_topic(cluster, "CliTopic", 1)
+    with Producer("cli-producer", cluster.namesrv_addr) as producer:
+        for i in range(25):
+            producer.send(Message("CliTopic", b"cli %d" % i))
+    now = int(time.time() * 1000)
+    out = tmp_path / "run"
+    code, events = run_cli(
+        "traffic",
+        "--namesrv",
+        cluster.namesrv_addr,
+        "--history",
+        str(tmp_path / "h"),
+        "--out",
+        str(out),
+        "--since",
+        str(now - 600_000),
+        "--until",
+        str(now + 1000),
+        "--topics",
+        "CliTopic",
+        "--master",
+        "local[1]",
+    )
+    assert code == 0, events
+    assert events[-1]["event"] == "done" and events[-1]["summary"]["messages"] == 25
+    progress = [e for e in events if e["event"] == "progress"]
+    assert progress and all(0 <= e["stagesDone"] <= e["stagesTotal"] for e in progress)
+    assert read_summary(out) == events[-1]["summary"]
+    assert pq.read_table(out / "topic_hour").column("messages").to_pylist() == [25]
+
+
+def test_the_cli_says_what_is_wrong(cluster: Servers, tmp_path: Path) -> None:
+    common = ["--history", str(tmp_path), "--out", str(tmp_path / "o"), "--master", "local[1]"]
+    code, events = run_cli(
+        "traffic", "--namesrv", cluster.namesrv_addr, "--since", "10", "--until", "5", *common
+    )
+    assert code == 2 and "ends (5) before it begins (10)" in events[-1]["message"]
+    code, events = run_cli(
+        "traffic",
+        "--namesrv",
+        cluster.namesrv_addr,
+        "--since",
+        "0",
+        "--until",
+        "5",
+        "--topics",
+        "Nope",
+        *common,
+    )
+    assert code == 2 and events[-1]["event"] == "error" and "Nope" in events[-1]["message"]
+    code, events = run_cli(
+        "lag", "--namesrv", cluster.namesrv_addr, "--since", "soon", "--until", "5", *common
+    )
+    assert code == 2 and "neither epoch milliseconds nor an ISO 8601 time" in events[-1]["message"]
+    assert not (tmp_path / "o" / "summary.json").exists()
