@@ -11,6 +11,7 @@ saved and read here directly.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sqlite3
 import subprocess
@@ -197,7 +198,9 @@ def produce(platform: Platform, bodies: list[bytes]) -> None:
 async def test_an_alert_is_raised_and_resolved_through_the_worker(
     platform: Platform, platform_db: PlatformDB, channels_on_redis: None, console_redis: Any, hook: Hook
 ) -> None:
-    run = sync_to_async  # the broker calls and database reads below block: off the event loop
+    # The broker calls and database reads below block: off the event loop, and off the thread
+    # the socket's own database look-ups use.
+    run = functools.partial(sync_to_async, thread_sensitive=False)
     viewer = await run(get_user_model().objects.create_user)("alert-viewer", password="pw-alerts-123")
     await run(ClusterAccess.objects.create)(user=viewer, cluster="*", role="viewer")
     socket = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/alerts/")
