@@ -76,8 +76,13 @@ def lag_group(queues: DataFrame, bucket_seconds: int) -> DataFrame:
     )
     series = Window.partitionBy("group", "topic").orderBy("bucket")
     elapsed = F.col("at").cast("double") - F.lag("at").over(series).cast("double")  # seconds
-    consume = F.greatest(F.col("consumed_to") - F.lag("consumed_to").over(series), F.lit(0)) / elapsed
-    produce = F.greatest(F.col("produced_to") - F.lag("produced_to").over(series), F.lit(0)) / elapsed
+    # try_divide: a zero interval (two snapshots in one millisecond) is no rate, not an error.
+    consume = F.try_divide(
+        F.greatest(F.col("consumed_to") - F.lag("consumed_to").over(series), F.lit(0)), elapsed
+    )
+    produce = F.try_divide(
+        F.greatest(F.col("produced_to") - F.lag("produced_to").over(series), F.lit(0)), elapsed
+    )
     rated = summed.withColumn("consume_rate", F.when(elapsed > 0, consume)).withColumn(
         "produce_rate", F.when(elapsed > 0, produce)
     )
@@ -98,7 +103,7 @@ def lag_group(queues: DataFrame, bucket_seconds: int) -> DataFrame:
 
 def _drain(lag: str, consume: str, produce: str) -> Any:
     gain = F.col(consume) - F.col(produce)
-    return F.when(F.col(lag) == 0, F.lit(0.0)).when(gain > 0, F.col(lag) / gain)
+    return F.when(F.col(lag) == 0, F.lit(0.0)).when(gain > 0, F.try_divide(F.col(lag), gain))
 
 
 def lag_trend(groups: DataFrame) -> DataFrame:
@@ -112,7 +117,7 @@ def lag_trend(groups: DataFrame) -> DataFrame:
         F.max_by("lag", "ts").alias("last_lag"),
         F.max("lag").alias("max_lag"),
         F.max("seconds_behind").alias("max_seconds_behind"),
-        (F.covar_pop("t", "lag") / F.var_pop("t")).alias("lag_slope_per_minute"),
+        F.try_divide(F.covar_pop("t", "lag"), F.var_pop("t")).alias("lag_slope_per_minute"),
         F.min("at").alias("t0"),
         F.max("at").alias("t1"),
         F.min_by("consumed_to", "ts").alias("c0"),
@@ -123,9 +128,13 @@ def lag_trend(groups: DataFrame) -> DataFrame:
     span = F.col("t1").cast("double") - F.col("t0").cast("double")
     trend = (
         agg.withColumn(
-            "consume_rate", F.when(span > 0, F.greatest(F.col("c1") - F.col("c0"), F.lit(0)) / span)
+            "consume_rate",
+            F.when(span > 0, F.try_divide(F.greatest(F.col("c1") - F.col("c0"), F.lit(0)), span)),
         )
-        .withColumn("produce_rate", F.when(span > 0, F.greatest(F.col("p1") - F.col("p0"), F.lit(0)) / span))
+        .withColumn(
+            "produce_rate",
+            F.when(span > 0, F.try_divide(F.greatest(F.col("p1") - F.col("p0"), F.lit(0)), span)),
+        )
         .withColumn("lag_slope_per_minute", F.coalesce("lag_slope_per_minute", F.lit(0.0)))
     )
     grew = F.col("last_lag") > F.col("first_lag")

@@ -384,3 +384,18 @@ def test_the_cli_says_what_is_wrong(cluster: Servers, tmp_path: Path) -> None:
     )
     assert code == 2 and "neither epoch milliseconds nor an ISO 8601 time" in events[-1]["message"]
     assert not (tmp_path / "o" / "summary.json").exists()
+
+
+def test_one_snapshot_is_a_trend_without_slope_not_an_error(spark: SparkSession) -> None:
+    """A period with a single snapshot (or all snapshots in one bucket): no variance in time,
+    so no slope and no rate; Spark's ANSI division by zero must not fail the report."""
+    from spark_reports.schemas import OFFSETS_SCHEMA
+
+    rows = [(1_000_000, "default", "b", "127.0.0.1:1", "g", "T", q, 5, 9, 0, 999_000) for q in (0, 1)]
+    offsets = spark.createDataFrame(rows, OFFSETS_SCHEMA)
+    trend = lag.lag_trend(lag.lag_group(lag.lag_queue(offsets), 60)).collect()
+    assert len(trend) == 1
+    row = trend[0]
+    assert (row["samples"], row["first_lag"], row["last_lag"], row["lag_slope_per_minute"]) == (1, 8, 8, 0.0)
+    assert row["consume_rate"] is None and not row["growing"] and not row["stalled"]
+    assert row["max_seconds_behind"] == 1.0

@@ -1,0 +1,242 @@
+"""The Spark reports at scale: the ``quiver`` source's scan rate beside a direct read, and
+the wall time of both reports, in one run.
+
+    .venv/bin/python bench/reports.py [--messages 1000000] [--queues 8] [--quick]
+
+Why (issue 7): the reports read the message log through the broker protocol; how fast
+that is, next to reading the same messages with our own Python consumer, and how it
+scales with Spark's cores, decides how large a period a report can cover.
+
+Setup: a nameserver and a broker as child processes (bench/servers.py); ``--messages``
+messages (100-400-byte bodies, 8 tags) sent in batches of 32 to a topic of ``--queues``
+queues, in 40 rounds; after each round 6 consumer groups commit offsets (each a different
+share of what is stored) and the offset-persistence job's history row is written, as the
+platform does every 5 s.
+
+Figures, each over every message of the topic:
+* ``direct``: our ``PullConsumer`` reading each queue from its first to its last offset,
+  32 messages a pull, one pull at a time (what an application would do);
+* ``rangescan``: the same read through ``broker_core.client.rangescan`` (8 pulls in
+  flight), in this process: what one Spark task does, without Spark;
+* ``spark local[1]`` and ``spark local[2]``: ``spark.read.format("quiver")`` summing
+  ``body_size`` (every row built and handed to Spark); session start not counted, a
+  warm-up query first;
+* ``traffic report`` and ``lag report`` on local[2]: the job's ``run`` and the Parquet
+  writes (``python -m spark_reports`` adds the session start, reported separately).
+Then the ratios, and one JSON line of every figure last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from servers import create_topic, start_cluster  # bench/servers.py
+
+from broker_core.client.admin import AdminClient
+from broker_core.client.consumer.pull import PullConsumer, PullStatus
+from broker_core.client.message import Message
+from broker_core.client.producer.producer import Producer
+from broker_core.client.rangescan import ScanStats, scan_queue
+from broker_core.messagequeue import MessageQueue
+
+TOPIC = "ReportsBench"
+GROUPS = 6
+ROUNDS = 40
+
+
+def fill(namesrv: str, broker: str, messages: int, history: Path) -> float:
+    """Send the messages in ROUNDS rounds, with group offsets and a history row after each."""
+    started = time.perf_counter()
+    per_round = max(1, messages // ROUNDS)
+    sent = 0
+    with Producer("bench-reports", namesrv) as producer:
+        for _round in range(ROUNDS):
+            batch: list[Message] = []
+            for _ in range(min(per_round, messages - sent)):
+                size = 100 + (sent * 37) % 300
+                batch.append(Message(TOPIC, b"r" * size, tags=f"tag{sent % 8}"))
+                sent += 1
+                if len(batch) == 32:
+                    producer.send_batch(batch)
+                    batch = []
+            if batch:
+                producer.send_batch(batch)
+            asyncio.run(_commit_and_snapshot(namesrv, broker, history))
+        while sent < messages:  # the remainder of an uneven split
+            producer.send(Message(TOPIC, b"r" * 100, tags="tag0"))
+            sent += 1
+    return time.perf_counter() - started
+
+
+async def _commit_and_snapshot(namesrv: str, broker: str, history: Path) -> None:
+    from console.maintenance import history as history_files
+
+    async with AdminClient(namesrv) as admin:
+        stats = await admin.topic_stats(TOPIC)
+        for g in range(GROUPS):
+            share = (g + 1) / (GROUPS + 1)
+            offsets = {q.queue: int(q.max_offset * share) for q in stats.queues}
+            await admin.update_consumer_offsets(f"bench-group-{g}", offsets)
+        snapshot = await admin.offset_snapshot(broker)
+        history_files.append_snapshot(history, snapshot, "default", broker)
+
+
+def direct_read(namesrv: str, queues: int) -> tuple[int, float]:
+    """Every message through our PullConsumer, one pull of 32 at a time."""
+    consumer = PullConsumer("bench-reports-direct", namesrv).start()
+    count = 0
+    started = time.perf_counter()
+    try:
+        for mq in consumer.fetch_queues(TOPIC):
+            offset, end = consumer.min_offset(mq), consumer.max_offset(mq)
+            while offset < end:
+                result = consumer.pull(mq, "*", offset, 32)
+                if result.status is not PullStatus.FOUND:
+                    break
+                count += len(result.messages)
+                offset = result.next_begin_offset
+    finally:
+        consumer.shutdown()
+    return count, time.perf_counter() - started
+
+
+def rangescan_read(namesrv: str, broker: str, queues: int) -> tuple[int, float]:
+    """Every message through rangescan (pipelined pulls), one queue after another."""
+
+    async def go() -> int:
+        async with AdminClient(namesrv) as admin:
+            stats = await admin.topic_stats(TOPIC)
+            total = 0
+            for q in stats.queues:
+                scan = ScanStats()
+                async for batch in scan_queue(admin, broker, q.queue, q.min_offset, q.max_offset, stats=scan):
+                    total += len(batch)
+            return total
+
+    started = time.perf_counter()
+    count = asyncio.run(go())
+    return count, time.perf_counter() - started
+
+
+def spark_scan(namesrv: str, master: str) -> tuple[int, float, float]:
+    """(messages, seconds, session start seconds) for a full scan on ``master``."""
+    from pyspark.sql import functions as F
+
+    from spark_reports.session import get_session
+
+    t0 = time.perf_counter()
+    spark = get_session(f"bench-{master}", master=master)
+    start_s = time.perf_counter() - t0
+    if spark.sparkContext.master != master:
+        raise SystemExit(f"asked for {master}, the session runs {spark.sparkContext.master}")
+    reader = spark.read.format("quiver").option("namesrv", namesrv).option("topics", TOPIC)
+    # Warm-up: the Python workers start and plan a scan that finds nothing newer than now.
+    reader.option("startTime", str(int(time.time() * 1000) + 60_000)).load().collect()
+    reader = spark.read.format("quiver").option("namesrv", namesrv).option("topics", TOPIC)
+    started = time.perf_counter()
+    row = reader.load().agg(F.count(F.lit(1)).alias("n"), F.sum("body_size").alias("b")).first()
+    seconds = time.perf_counter() - started
+    return int(row["n"]), seconds, start_s
+
+
+def reports(namesrv: str, history: Path, out: Path, since: int, until: int) -> dict[str, float]:
+    """Both reports on the running (local[2]) session; seconds each, tables written."""
+    from pyspark.sql import SparkSession
+
+    from spark_reports.jobs import lag, traffic
+    from spark_reports.jobs.common import ReportParams, write_tables
+    from spark_reports.outputs import LAG_TABLES, TRAFFIC_TABLES
+
+    spark = SparkSession.getActiveSession()
+    assert spark is not None
+    figures = {}
+    for name, job, columns in (("traffic", traffic, TRAFFIC_TABLES), ("lag", lag, LAG_TABLES)):
+        params = ReportParams("default", namesrv, str(history), str(out / name), since, until)
+        started = time.perf_counter()
+        tables, summary = job.run(spark, params)
+        write_tables(params.out, tables, columns)
+        figures[name] = time.perf_counter() - started
+        figures[f"{name}_input_rows"] = summary["inputRows"]
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--queues", type=int, default=8)
+    parser.add_argument("--quick", action="store_true", help="100,000 messages")
+    args = parser.parse_args()
+    messages = 100_000 if args.quick else args.messages
+    work = Path(tempfile.mkdtemp(prefix="quiver-bench-reports-"))
+    namesrv, broker = start_cluster(work, [])
+    figures: dict[str, Any] = {"messages": messages, "queues": args.queues}
+    try:
+        create_topic(broker.addr, TOPIC, args.queues)
+        time.sleep(1.0)  # the next registration carries the topic to the nameserver
+        since = int(time.time() * 1000) - 1
+        figures["fill_s"] = fill(namesrv.addr, broker.addr, messages, work / "history")
+        until = int(time.time() * 1000) + 1
+        print(f"filled {messages:,} messages in {figures['fill_s']:.1f} s", flush=True)
+
+        n, s = direct_read(namesrv.addr, args.queues)
+        figures.update(direct_messages=n, direct_s=s, direct_rate=n / s)
+        n, s = rangescan_read(namesrv.addr, broker.addr, args.queues)
+        figures.update(rangescan_messages=n, rangescan_s=s, rangescan_rate=n / s)
+        from pyspark.sql import SparkSession
+
+        for master in ("local[1]", "local[2]"):
+            active = SparkSession.getActiveSession()
+            if active is not None:
+                active.stop()
+            n, s, start_s = spark_scan(namesrv.addr, master)
+            key = master.replace("[", "").replace("]", "")
+            figures.update({f"spark_{key}_messages": n, f"spark_{key}_s": s, f"spark_{key}_rate": n / s})
+            figures[f"spark_{key}_session_start_s"] = start_s
+        rep = reports(namesrv.addr, work / "history", work / "reports", since, until)
+        figures.update({f"report_{k}_s" if not k.endswith("rows") else k: v for k, v in rep.items()})
+    finally:
+        broker.stop()
+        namesrv.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    figures["ratio_spark1_vs_direct"] = figures["spark_local1_rate"] / figures["direct_rate"]
+    figures["ratio_spark2_vs_direct"] = figures["spark_local2_rate"] / figures["direct_rate"]
+    figures["ratio_spark2_vs_spark1"] = figures["spark_local2_rate"] / figures["spark_local1_rate"]
+    figures["ratio_rangescan_vs_direct"] = figures["rangescan_rate"] / figures["direct_rate"]
+    print()
+    print(f"{'read':<28}{'messages':>12}{'seconds':>10}{'msgs/s':>12}")
+    for label, key in (
+        ("direct (PullConsumer)", "direct"),
+        ("rangescan (8 in flight)", "rangescan"),
+        ("spark local[1]", "spark_local1"),
+        ("spark local[2]", "spark_local2"),
+    ):
+        print(
+            f"{label:<28}{figures[key + '_messages']:>12,}{figures[key + '_s']:>10.2f}{figures[key + '_rate']:>12,.0f}"
+        )
+    print(f"\ntraffic report over {messages:,} messages: {figures['report_traffic_s']:.1f} s")
+    print(f"lag report over {figures['lag_input_rows']:,} history rows: {figures['report_lag_s']:.1f} s")
+    print(
+        f"session start: local[1] {figures['spark_local1_session_start_s']:.1f} s, local[2] "
+        f"{figures['spark_local2_session_start_s']:.1f} s"
+    )
+    print(
+        f"ratios: spark local[1] / direct {figures['ratio_spark1_vs_direct']:.2f}, "
+        f"local[2] / direct {figures['ratio_spark2_vs_direct']:.2f}, "
+        f"local[2] / local[1] {figures['ratio_spark2_vs_spark1']:.2f}, "
+        f"rangescan / direct {figures['ratio_rangescan_vs_direct']:.2f}"
+    )
+    print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in figures.items()}))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
