@@ -45,7 +45,6 @@ from broker_core.client.consumer.pull import PullConsumer, PullStatus
 from broker_core.client.message import Message
 from broker_core.client.producer.producer import Producer
 from broker_core.client.rangescan import ScanStats, scan_queue
-from broker_core.messagequeue import MessageQueue
 
 TOPIC = "ReportsBench"
 GROUPS = 6
@@ -219,9 +218,8 @@ def main() -> None:
         ("spark local[1]", "spark_local1"),
         ("spark local[2]", "spark_local2"),
     ):
-        print(
-            f"{label:<28}{figures[key + '_messages']:>12,}{figures[key + '_s']:>10.2f}{figures[key + '_rate']:>12,.0f}"
-        )
+        n, s, rate = figures[key + "_messages"], figures[key + "_s"], figures[key + "_rate"]
+        print(f"{label:<28}{n:>12,}{s:>10.2f}{rate:>12,.0f}")
     print(f"\ntraffic report over {messages:,} messages: {figures['report_traffic_s']:.1f} s")
     print(f"lag report over {figures['lag_input_rows']:,} history rows: {figures['report_lag_s']:.1f} s")
     print(
