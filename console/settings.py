@@ -150,6 +150,9 @@ QUIVER = {
     # Spark reports (console/reports): where runs write (any Hadoop path when Spark runs on a
     # cluster), how often beat runs both reports (minutes, 0 = never) over which window.
     "REPORTS_DIR": envstr("QUIVER_REPORTS_DIR", str(DATA_DIR / "reports")),
+    # Where Spark reads the offset history from: the history directory itself by default;
+    # on a Spark cluster, the Hadoop path it is copied or synced to (hdfs://..., s3a://...).
+    "REPORTS_HISTORY_PATH": envstr("QUIVER_REPORTS_HISTORY_PATH", ""),
     "REPORT_SCHEDULE_MINUTES": envint("QUIVER_REPORT_SCHEDULE_MINUTES", 60, minimum=0),
     "REPORT_WINDOW_MINUTES": envint("QUIVER_REPORT_WINDOW_MINUTES", 0, minimum=0),  # 0: the period
     "REPORT_TIMEOUT_SECONDS": envint("QUIVER_REPORT_TIMEOUT_SECONDS", 3600, minimum=10),

@@ -90,7 +90,7 @@ def command(run: ReportRun, namesrv_addr: str) -> list[str]:
         "--namesrv",
         namesrv_addr,
         "--history",
-        str(settings.QUIVER["HISTORY_DIR"]),
+        settings.QUIVER["REPORTS_HISTORY_PATH"] or str(settings.QUIVER["HISTORY_DIR"]),
         "--out",
         run.output,
         "--since",
