@@ -139,3 +139,30 @@ def test_a_live_number_changes_on_the_dashboard(console: Console, page: Any) -> 
         assert figure.inner_text() != before, "the live figure did not change"
     finally:
         producer.shutdown()
+
+
+def test_run_a_traffic_report_and_read_it(console: Console, page: Any) -> None:
+    """Run now → live progress → the summary, a drawn chart, a table and its CSV download:
+    the platform's own worker runs the real Spark job."""
+    make_topic(console, "ReportTopic", 5)
+    page.goto(console.url + C + "/reports/")
+    page.select_option("#run-form select[name=kind]", "traffic")
+    page.fill("#run-form input[name=topics]", "ReportTopic")
+    page.click("#run-form button[type=submit]")
+    page.locator("#run-status").wait_for()
+    run_url = page.url
+    assert "/reports/" in run_url
+    # The page follows the run over its websocket and reloads itself when it ends.
+    status = page.locator("#run-status")
+    wait_for(lambda: status.inner_text() in ("succeeded", "failed"), 240, "the report run to end")
+    assert status.inner_text() == "succeeded", page.locator("#run-error").all_inner_texts()
+    assert page.locator("#sum-messages").inner_text() == "5"
+    page.click("#tabs a[data-tab=charts]")
+    page.locator("#chart-messages canvas").first.wait_for()
+    assert "ReportTopic" in page.locator("#top-tags").inner_text()
+    page.click("#tabs a[data-tab=tables]")
+    link = page.locator("#downloads a", has_text="CSV").first
+    with page.expect_download() as download:
+        link.click()
+    text = open(download.value.path()).read()  # noqa: SIM115 - read once
+    assert text.splitlines()[0].startswith('"topic","minute"') and "ReportTopic" in text
