@@ -46,17 +46,8 @@ def lag_queue(offsets: DataFrame) -> DataFrame:
         (lag > 0) & (F.col("store_timestamp") > 0),
         F.greatest((F.col("ts") - F.col("store_timestamp")) / 1000.0, F.lit(0.0)),
     ).otherwise(F.lit(0.0))
-    return offsets.select(
-        epoch_ms("ts").alias("ts"),
-        "broker",
-        "group",
-        "topic",
-        "queue_id",
-        "consumer_offset",
-        "broker_offset",
-        lag.alias("lag"),
-        behind.alias("seconds_behind"),
-    )
+    rows = offsets.withColumn("lag", lag).withColumn("seconds_behind", behind)
+    return rows.withColumn("ts", epoch_ms("ts")).select(*LAG_TABLES["lag_queue"])
 
 
 def lag_group(queues: DataFrame, bucket_seconds: int) -> DataFrame:
@@ -140,21 +131,9 @@ def lag_trend(groups: DataFrame) -> DataFrame:
     grew = F.col("last_lag") > F.col("first_lag")
     growing = (F.col("samples") >= MIN_TREND_SAMPLES) & grew & (F.col("lag_slope_per_minute") > 0)
     stalled = (F.col("samples") >= 2) & grew & (F.col("c1") == F.col("c0"))
-    return trend.select(
-        "group",
-        "topic",
-        "samples",
-        "first_lag",
-        "last_lag",
-        "max_lag",
-        "max_seconds_behind",
-        "lag_slope_per_minute",
-        "consume_rate",
-        "produce_rate",
-        _drain("last_lag", "consume_rate", "produce_rate").alias("drain_seconds"),
-        growing.alias("growing"),
-        stalled.alias("stalled"),
-    )
+    flags = trend.withColumn("drain_seconds", _drain("last_lag", "consume_rate", "produce_rate"))
+    flags = flags.withColumn("growing", growing).withColumn("stalled", stalled)
+    return flags.select(*LAG_TABLES["lag_trend"])
 
 
 def summarize(offsets_rows: int, groups: DataFrame, trend: DataFrame) -> dict[str, Any]:

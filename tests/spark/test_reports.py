@@ -60,7 +60,9 @@ def total(servers: Servers, topic: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def traffic_run(cluster: Servers, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def traffic_run(
+    spark: SparkSession, cluster: Servers, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     """Traffic of three producers into two topics, a group whose every attempt fails (retry
     and DLQ traffic), a group whose offsets move; then the traffic report over it."""
     history_dir = tmp_path_factory.mktemp("history")
@@ -100,8 +102,6 @@ def traffic_run(cluster: Servers, tmp_path_factory: pytest.TempPathFactory) -> d
     record_history(cluster, history_dir)
     until = int(time.time() * 1000) + 1
     params = ReportParams("default", cluster.namesrv_addr, str(history_dir), "", since, until)
-    spark = SparkSession.getActiveSession()
-    assert spark is not None
     tables, summary = traffic.run(spark, params)
     rows = {name: [r.asDict() for r in df.collect()] for name, df in tables.items()}
     return {"sent": sent, "summary": summary, "rows": rows, "consumed": sum(halves.values()), "since": since}
@@ -199,7 +199,9 @@ def test_consumption_per_group_is_the_offsets_committed(traffic_run: dict[str, A
 
 
 @pytest.fixture(scope="module")
-def lag_run(cluster: Servers, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def lag_run(
+    spark: SparkSession, cluster: Servers, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
     """Three snapshots 1.2 s apart: ``lag-group`` consumes part of what arrives (lag grows),
     ``idle-group`` never moves (stalled); consume stats read at each snapshot."""
     history_dir = tmp_path_factory.mktemp("lag-history")
@@ -230,8 +232,6 @@ def lag_run(cluster: Servers, tmp_path_factory: pytest.TempPathFactory) -> dict[
     params = ReportParams(
         "default", cluster.namesrv_addr, str(history_dir), "", since, until, bucket_seconds=1
     )
-    spark = SparkSession.getActiveSession()
-    assert spark is not None
     tables, summary = lag.run(spark, params)
     rows = {name: [r.asDict() for r in df.collect()] for name, df in tables.items()}
     return {"stats": stats, "stamps": stamps, "rows": rows, "summary": summary}
