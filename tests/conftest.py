@@ -58,7 +58,9 @@ def console_redis(redis_url: str, settings: Any) -> Iterator[redis.Redis]:
 
     def use(broker_url: str, backend: str) -> None:
         app.conf.broker_url, app.conf.result_backend = broker_url, backend
-        app.close()  # drop pooled connections to the old URL
+        app._pool = None  # drop pooled connections to the old URL (not app.close(): that
+        # also unregisters the app, and @shared_task modules imported later then never
+        # reach its registry: NotRegistered for the reports' and alerts' tasks)
         app._backend = app._get_backend()  # a result backend of the new URL
 
     use(redis_url, redis_url)

@@ -23,6 +23,7 @@ from console.alerts.models import Alert
 from console.audit.models import AuditEntry
 from console.groups.models import GroupMonitor
 from console.maintenance.history import OFFSETS, partition_date
+from console.maintenance.services import KNOWN_KEY
 
 from .conftest import Servers
 
@@ -197,6 +198,9 @@ def test_webhook_delivery_is_recorded_on_the_alert(receivers: dict[int, Receiver
 def test_the_check_reads_a_real_broker_and_leaves_alerts_open_when_it_cannot(
     on_servers: Servers, console_redis: Any, settings: Any
 ) -> None:
+    # Brokers an earlier test's platform left in the "seen lately" list (same Redis, same
+    # cluster name) would read as missing here: this test starts from none.
+    console_redis.delete(KNOWN_KEY)
     GroupMonitor.objects.create(cluster="default", group="never-seen", min_clients=1, max_lag=0)
     announced: list[services.Event] = []
     summary = services.check_all(announced.append)
@@ -288,6 +292,7 @@ def test_alerts_are_listed_filtered_and_paged(personas: dict[str, Client]) -> No
 def test_the_alerts_page_and_the_threshold_form(
     on_servers: Servers, personas: dict[str, Client], console_redis: Any
 ) -> None:
+    console_redis.delete(services.LAST_CHECK_KEY)  # an earlier test's check must not show here
     services.apply_verdicts("default", "g1", lag_verdict(rules.BREACHED, 200), {}, timezone.now())
     page = personas["viewer"].get("/clusters/default/alerts/")
     assert page.status_code == 200

@@ -4,10 +4,12 @@ every process it started, grandchildren included, on SIGTERM or Ctrl-C (SIGINT).
 from __future__ import annotations
 
 import base64
+import http.cookiejar
 import os
 import re
 import signal
 import socket
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,6 +56,33 @@ def get(url: str, user: str | None = None, password: str | None = None) -> tuple
         return 0, b""
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+def home_page_anonymously(console: str) -> tuple[int, str]:
+    """GET / without a session, not following redirects: its status and Location."""
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        with opener.open(console, timeout=5) as response:
+            return response.status, ""
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("Location", "")
+
+
+def home_page_signed_in(console: str, user: str, password: str) -> tuple[int, bytes]:
+    """Sign in through the console's login form (a session, as a browser does), then GET /."""
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    with opener.open(console + "login/", timeout=5) as response:
+        form = response.read().decode()
+    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form).group(1)
+    fields = {"username": user, "password": password, "csrfmiddlewaretoken": csrf, "next": "/"}
+    with opener.open(console + "login/", urllib.parse.urlencode(fields).encode(), timeout=5) as response:
+        return response.status, response.read()  # the login redirects to / on success
+
+
 @pytest.fixture
 def platform_dir(tmp_path: Path) -> Iterator[Path]:
     data_dir = tmp_path / "var"
@@ -79,6 +108,10 @@ def test_up_starts_everything_serves_the_console_and_stops_it_all(
         status, page = get(console + "login/")
         assert status == 200 and b"Sign in" in page  # the console page, behind its login
         assert get(console + "api/maintenance/jobs/")[0] == 403  # the API wants a login
+        # The home page sends a stranger to the login; the admin, signed in, sees it.
+        assert home_page_anonymously(console) == (302, "/login/?next=/")
+        status, page = home_page_signed_in(console, "admin", password)
+        assert status == 200 and b"<h1>Quiver</h1>" in page and b"/clusters/default/" in page, page[:2000]
         # Beat, worker and broker at work: the delay scan has run on the platform's broker.
         broker = f"127.0.0.1:{ports['broker']}"
 

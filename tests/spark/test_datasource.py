@@ -188,6 +188,9 @@ def test_a_range_deleted_after_planning_is_skipped_and_counted(tmp_path: Path) -
         with Producer("expiry-producer", config=config, compress_over=1 << 30) as producer:
             for i in range(60):
                 producer.send(Message("Expiring", bytes([i % 256]) * 16 * 1024))
+        # The consume queue is written just after each send's ack: wait until it holds all.
+        stats = lambda: admin_run(servers.namesrv_addr, lambda a: a.topic_stats("Expiring"))  # noqa: E731
+        wait_for(lambda: stats().total_messages == 60, 30, "the consume queue to hold every message")
         options = ScanOptions.parse({"namesrv": servers.namesrv_addr, "topics": "Expiring"})
         planned = plan(options)
         assert [(p.start, p.end) for p in planned] == [(0, 60)]

@@ -333,6 +333,7 @@ def test_the_cli_writes_tables_and_summary_and_reports_progress(cluster: Servers
     with Producer("cli-producer", cluster.namesrv_addr) as producer:
         for i in range(25):
             producer.send(Message("CliTopic", b"cli %d" % i))
+    wait_for(lambda: total(cluster, "CliTopic") == 25, 30, "the consume queue to hold every message")
     now = int(time.time() * 1000)
     out = tmp_path / "run"
     code, events = run_cli(
