@@ -58,10 +58,18 @@ class Server:
                 self.proc.wait(5)
 
 
-def start_server(cmd: list[str], name: str, log_path: Path, timeout: float = 30.0) -> Server:
-    """Start ``cmd``; wait (bounded) for its ``listening on HOST:PORT`` line."""
+def start_server(
+    cmd: list[str], name: str, log_path: Path, timeout: float = 30.0, *, new_session: bool = False
+) -> Server:
+    """Start ``cmd``; wait (bounded) for its ``listening on HOST:PORT`` line.
+
+    ``new_session``: the child leads a process group of its own (``os.killpg(pid, ...)``
+    stops it and anything it started; a Ctrl-C in the terminal no longer reaches it).
+    """
     log = log_path.open("wb")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, cwd=log_path.parent)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=log, cwd=log_path.parent, start_new_session=new_session
+    )
     lines: queue.Queue[bytes] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []], daemon=True).start()
     deadline = time.monotonic() + timeout
