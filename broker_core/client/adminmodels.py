@@ -336,7 +336,8 @@ class MaintenanceRun:
 class QueueOffsetRow:
     """One group's position on one queue at a snapshot: what the offset history records.
 
-    ``store_timestamp`` is when the message at ``consumer_offset`` was stored (epoch ms),
+    ``store_timestamp`` is when the next message to consume (at ``consumer_offset``, or at
+    ``min_offset`` when expiry removed the messages before it) was stored (epoch ms),
     0 when the group has consumed everything; lag in time is the snapshot time minus it.
     """
 

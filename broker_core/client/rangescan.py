@@ -93,7 +93,10 @@ async def _read_window(
                 stuck = 0
                 continue
         if code == ResponseCode.PULL_NOT_FOUND and next_offset <= offset:
-            break  # the queue ends here (its max offset is below the planned end)
+            # The queue ends before the planned end (a slave behind, a truncated tail):
+            # what was planned and is not there is missing, and said so.
+            stats.missing += stop - offset
+            break
         if next_offset > offset:  # moved on: everything skipped is gone
             stats.missing += min(next_offset, stop) - offset
             offset = next_offset

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -52,8 +53,21 @@ def push_to_console(body: dict[str, Any]) -> bool:
         return False
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A webhook is POSTed to the URL configured, never where its answer points (a redirect
+    could lead to another scheme or host): a 3xx is reported as the failure it is."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def post_webhook(url: str, body: dict[str, Any], timeout: float, attempts: int) -> tuple[bool, int, str]:
-    """POST ``body`` as JSON to ``url``; (delivered, attempts made, last error)."""
+    """POST ``body`` as JSON to ``url``; (delivered, attempts made, last error).  Never raises."""
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        return False, 0, f"not an http(s) URL: {url[:200]!r}"
     data = orjson.dumps(body)
     error = ""
     for attempt in range(1, attempts + 1):
@@ -64,15 +78,17 @@ def post_webhook(url: str, body: dict[str, Any], timeout: float, attempts: int) 
             headers={"Content-Type": "application/json", "User-Agent": "quiver-alerts/1"},
         )
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
+            with _OPENER.open(request, timeout=timeout) as response:
                 response.read(1024)
-                if 200 <= response.status < 300:
+                if 200 <= (response.status or 0) < 300:
                     return True, attempt, ""
                 error = f"HTTP {response.status}"
         except urllib.error.HTTPError as exc:
             error = f"HTTP {exc.code} {exc.reason}"
         except (urllib.error.URLError, OSError, ValueError) as exc:
             error = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+        except Exception as exc:  # noqa: BLE001 - a malformed answer must not stop the alerting
+            error = f"{type(exc).__name__}: {exc}"
         if attempt < attempts:
             time.sleep(min(1.0, timeout / 2))
     return False, attempts, error

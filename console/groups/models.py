@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from django.db import models
 
 
@@ -25,6 +27,16 @@ class GroupMonitor(models.Model):
         unique_together = [("cluster", "group")]
         ordering = ["cluster", "group"]
 
+    @property
+    def webhook_shown(self) -> str:
+        """The webhook as anyone who may view the group sees it: scheme and host only (its
+        path and query often carry a token); the whole URL is for the form operators use."""
+        if not self.webhook_url:
+            return ""
+        parts = urlsplit(self.webhook_url)
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{parts.hostname or ''}{port}/…"
+
     def to_json(self) -> dict[str, object]:
         return {
             "cluster": self.cluster,
@@ -33,6 +45,6 @@ class GroupMonitor(models.Model):
             "maxLag": self.max_lag,
             "maxSecondsBehind": self.max_seconds_behind,
             "growingMinutes": self.growing_minutes,
-            "webhookUrl": self.webhook_url,
+            "webhookUrl": self.webhook_shown,
             "updated": self.updated.isoformat(),
         }

@@ -9,14 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpResponse
-from redis.exceptions import RedisError
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
 from broker_core.errors import AdminError
-from console.audit.services import audited
 from console.core.apiviews import ClusterAPIView, documented
 from console.reports import compare, services, tables
 from console.reports.models import ReportRun
@@ -77,19 +75,11 @@ class ReportRunsView(ClusterAPIView):
             missing = services.missing_topics(wanted.topics, self.admin(lambda admin: admin.topic_list()))
             if missing:
                 return bad_request(f"no topic {', '.join(missing)} on cluster {self.cluster.name}")
-        with audited(request, "report.run", self.cluster.name, f"{wanted.kind} report") as audit:
-            audit.after = {"kind": wanted.kind, "since": wanted.since, "until": wanted.until}
-            audit.after["topics"] = list(wanted.topics)
-            run = services.create_run(self.cluster, wanted, request.user)
-            audit.after["run"] = str(run.id)
-            try:
-                services.queue_run(run)
-            except (RedisError, OSError) as exc:
-                audit.after["queued"] = False
-                return Response(
-                    {"error": "queue_unavailable", "detail": f"the report could not be queued: {exc}"},
-                    status=status.HTTP_503_SERVICE_UNAVAILABLE,
-                )
+        run, problem = services.do_run_report(request, self.cluster, wanted)
+        if problem:
+            return Response(
+                {"error": "queue_unavailable", "detail": problem}, status=status.HTTP_503_SERVICE_UNAVAILABLE
+            )
         url = reverse("reports:api-detail", args=[self.cluster.name, run.id], request=request)
         return Response({**run.to_json(), "url": url}, status=status.HTTP_202_ACCEPTED)
 

@@ -17,8 +17,12 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
+from django.http import HttpRequest
 from django.utils import timezone
+from kombu.exceptions import OperationalError as KombuOperationalError
+from redis.exceptions import RedisError
 
+from console.audit.services import audited
 from console.reports.models import ReportRun
 from nameserver.clusters import ClusterRef, managed_clusters
 
@@ -107,6 +111,31 @@ def queue_run(run: ReportRun) -> None:
     except Exception as exc:
         finish(run, ReportRun.FAILED, error=f"the run could not be queued: {exc}")
         raise
+
+
+# What queueing can raise when Redis is away: redis-py's errors, kombu's, the socket's.
+QUEUE_ERRORS: tuple[type[BaseException], ...] = (RedisError, KombuOperationalError, OSError)
+
+
+def do_run_report(
+    request: HttpRequest, cluster: ClusterRef, wanted: RunRequest
+) -> tuple[ReportRun, str | None]:
+    """Create the run asked for, audit it (``report.run``) and queue it for the worker.
+
+    Returns the run and, when it could not be queued (Redis down), why: the run is then
+    recorded as failed with that reason, and the audit row says it was not queued.
+    """
+    with audited(request, "report.run", cluster.name, f"{wanted.kind} report") as audit:
+        audit.after = {"kind": wanted.kind, "since": wanted.since, "until": wanted.until}
+        audit.after["topics"] = list(wanted.topics)
+        run = create_run(cluster, wanted, request.user)
+        audit.after["run"] = str(run.id)
+        try:
+            queue_run(run)
+        except QUEUE_ERRORS as exc:
+            audit.after["queued"] = False
+            return run, f"the report could not be queued: {exc}"
+    return run, None
 
 
 def finish(run: ReportRun, status: str, *, summary: dict[str, Any] | None = None, error: str = "") -> None:

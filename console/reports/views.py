@@ -12,9 +12,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
-from redis.exceptions import RedisError
 
-from console.audit.services import audited
 from console.core.pages import ask, cluster_for, context
 from console.reports import charts, compare, services, tables
 from console.reports.models import ReportRun
@@ -89,16 +87,9 @@ def run_now(request: HttpRequest, cluster: str) -> HttpResponse:
         if error or missing:
             flash.error(request, f"not run: {error or 'no topic ' + ', '.join(missing)}")
             return redirect("reports:list", cluster=cluster)
-    with audited(request, "report.run", ref.name, f"{wanted.kind} report") as audit:
-        audit.after = {"kind": wanted.kind, "since": wanted.since, "until": wanted.until}
-        audit.after["topics"] = list(wanted.topics)
-        run = services.create_run(ref, wanted, request.user)
-        audit.after["run"] = str(run.id)
-        try:
-            services.queue_run(run)
-        except (RedisError, OSError) as exc:
-            audit.after["queued"] = False
-            flash.error(request, f"the report could not be queued: {exc}")
+    run, problem = services.do_run_report(request, ref, wanted)
+    if problem:
+        flash.error(request, problem)
     return redirect("reports:run", cluster=cluster, run_id=run.id)
 
 

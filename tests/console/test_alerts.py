@@ -146,12 +146,15 @@ class Receiver:
 
     def __init__(self, status: int) -> None:
         self.bodies: list[dict[str, Any]] = []
+        self.location = ""
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802
                 receiver.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
                 self.send_response(status)
+                if 300 <= status < 400:  # a redirect elsewhere (the 200 receiver's path /moved)
+                    self.send_header("Location", receiver.location)
                 self.end_headers()
 
             def log_message(self, *args: Any) -> None:
@@ -164,7 +167,8 @@ class Receiver:
 
 @pytest.fixture
 def receivers() -> Iterator[dict[int, Receiver]]:
-    found = {200: Receiver(200), 500: Receiver(500)}
+    found = {200: Receiver(200), 500: Receiver(500), 307: Receiver(307)}
+    found[307].location = found[200].url + "moved"
     yield found
     for r in found.values():
         r.server.shutdown()
@@ -183,12 +187,22 @@ def test_webhook_delivery_is_recorded_on_the_alert(receivers: dict[int, Receiver
     assert len(receivers[500].bodies) == 2  # retried once
     alert.refresh_from_db()
     assert alert.webhook_attempts == 3 and "500" in alert.webhook_error
+    # A redirect is not followed (it could lead anywhere): the delivery failed, said so.
+    assert notify.deliver_webhook(alert.pk, receivers[307].url, body) == Alert.WEBHOOK_FAILED
+    assert len(receivers[200].bodies) == 1 and len(receivers[307].bodies) == 2
+    alert.refresh_from_db()
+    assert "307" in alert.webhook_error
+    assert notify.post_webhook("ftp://example/x", body, 1, 2) == (
+        False,
+        0,
+        "not an http(s) URL: 'ftp://example/x'",
+    )
     closed = f"http://127.0.0.1:{receivers[200].server.server_address[1] + 0}/"
     receivers[200].server.shutdown()
     receivers[200].server.server_close()
     assert notify.deliver_webhook(alert.pk, closed, body) == Alert.WEBHOOK_FAILED  # never raises
     alert.refresh_from_db()
-    assert alert.webhook_attempts == 5 and alert.webhook_error
+    assert alert.webhook_attempts == 7 and alert.webhook_error
 
 
 # -- the check against a real broker --------------------------------------------------------
@@ -231,6 +245,10 @@ def test_thresholds_validate_every_field(personas: dict[str, Client]) -> None:
     )
     assert saved.status_code == 200, saved.content
     assert saved.json()["maxSecondsBehind"] == 30 and saved.json()["growingMinutes"] == 5
+    # The webhook's path (often a token) is not shown back, to viewers or in the audit log.
+    assert saved.json()["webhookUrl"] == "https://hooks.example/…"
+    assert GroupMonitor.objects.get(group="watched").webhook_url == "https://hooks.example/x"
+    assert personas["viewer"].get(MONITOR).json()["webhookUrl"] == "https://hooks.example/…"
     for field, bad in [
         ("maxSecondsBehind", -1),
         ("growingMinutes", 0),

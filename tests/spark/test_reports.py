@@ -400,3 +400,46 @@ def test_one_snapshot_is_a_trend_without_slope_not_an_error(spark: SparkSession)
     assert (row["samples"], row["first_lag"], row["last_lag"], row["lag_slope_per_minute"]) == (1, 8, 8, 0.0)
     assert row["consume_rate"] is None and not row["growing"] and not row["stalled"]
     assert row["max_seconds_behind"] == 1.0
+
+
+def _offsets(spark: SparkSession, rows: list[tuple[Any, ...]]) -> Any:
+    """History rows (ts, broker, queue, consumer offset, broker offset, min offset, store ts)
+    of group g on topic T, as the offset-persistence job writes them."""
+    from spark_reports.schemas import OFFSETS_SCHEMA
+
+    full = [(ts, "default", b, "127.0.0.1:1", "g", "T", q, c, p, m, st) for ts, b, q, c, p, m, st in rows]
+    return spark.createDataFrame(full, OFFSETS_SCHEMA)
+
+
+def test_rates_come_from_each_queues_own_increases(spark: SparkSession) -> None:
+    """Broker b2 misses the middle snapshot (it did not answer): no spike when it is back,
+    and a reset backwards on one queue hides nothing of the other's progress."""
+    rows = [
+        (0, "b1", 0, 0, 100, 0, 1), (0, "b2", 0, 0, 100, 0, 1),
+        (10_000, "b1", 0, 50, 200, 0, 1),  # b2 absent
+        (20_000, "b1", 0, 40, 300, 0, 1), (20_000, "b2", 0, 100, 300, 0, 1),  # b1 reset back to 40
+    ]  # fmt: skip
+    groups = sorted(lag.lag_group(lag.lag_queue(_offsets(spark, rows)), 10).collect(), key=lambda r: r["ts"])
+    assert [r["consume_rate"] for r in groups] == [None, 5.0, 0.0 + 100 / 20]
+    assert [r["produce_rate"] for r in groups] == [None, 10.0, 10.0 + 200 / 20]
+    trend = lag.lag_trend(lag.lag_group(lag.lag_queue(_offsets(spark, rows)), 10)).first()
+    assert trend["consume_rate"] == pytest.approx((50 + 0 + 100) / 20)
+
+
+def test_an_expired_committed_offset_counts_from_the_first_stored_message(spark: SparkSession) -> None:
+    """Retention removed offsets 0-79; the group is committed at 10: 20 messages are left to
+    consume, not 90, and since when is unknown when the broker could not say."""
+    rows = [(5_000, "b", 0, 10, 100, 80, 0), (5_000, "b", 1, 100, 100, 0, 0)]
+    queues = {r["queue_id"]: r for r in lag.lag_queue(_offsets(spark, rows)).collect()}
+    assert (queues[0]["lag"], queues[0]["seconds_behind"]) == (20, None)
+    assert (queues[1]["lag"], queues[1]["seconds_behind"]) == (0, 0.0)
+
+
+def test_a_group_that_stops_at_the_end_of_the_period_is_stalled(spark: SparkSession) -> None:
+    """Busy at first, then no committed offset moves over the last three snapshots while
+    the lag grows: stalled, although its rate over the whole period is not zero."""
+    rows = [
+        (t * 10_000, "b", 0, c, p, 0, 1) for t, (c, p) in enumerate([(0, 10), (50, 60), (50, 90), (50, 120)])
+    ]
+    trend = lag.lag_trend(lag.lag_group(lag.lag_queue(_offsets(spark, rows)), 10)).first()
+    assert trend["stalled"] and trend["growing"] and trend["consume_rate"] > 0

@@ -121,7 +121,12 @@ class StatsProcessor:
             topic, _, group = key.partition("@")
             for queue_id, offset in sorted(by_queue.items()):
                 max_offset = store.get_max_offset_in_queue(topic, queue_id)
-                behind = 0 <= offset < max_offset
+                min_offset = store.get_min_offset_in_queue(topic, queue_id)
+                # The oldest message the group has still to consume: at its committed offset,
+                # or at the queue's start when expiry removed what it had not consumed.
+                next_offset = max(offset, min_offset)
+                behind = 0 <= next_offset < max_offset
+                stored_at = store.get_message_store_timestamp(topic, queue_id, next_offset) if behind else 0
                 queues.append(
                     {
                         "group": group,
@@ -129,10 +134,8 @@ class StatsProcessor:
                         "queueId": queue_id,
                         "consumerOffset": offset,
                         "brokerOffset": max_offset,
-                        "minOffset": store.get_min_offset_in_queue(topic, queue_id),
-                        "storeTimestamp": max(0, store.get_message_store_timestamp(topic, queue_id, offset))
-                        if behind
-                        else 0,
+                        "minOffset": min_offset,
+                        "storeTimestamp": max(0, stored_at),
                     }
                 )
         puts, gets = self.broker.stats.totals()
