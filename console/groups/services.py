@@ -318,7 +318,10 @@ def lag_trend(history_dir: Path, cluster: str, group: str, hours: int, now_ms: i
     lag: dict[str, dict[int, int]] = {}
     behind: dict[str, dict[int, float]] = {}
     for (topic, minute, _broker, _queue), row in latest.items():
-        queue_lag = max(0, row["broker_offset"] - row["consumer_offset"])
+        # Counted as the group list and the lag report count it: from the first message still
+        # stored when expiry passed the committed offset.
+        next_offset = max(row["consumer_offset"], row.get("min_offset") or 0)
+        queue_lag = max(0, row["broker_offset"] - next_offset)
         stored = row.get("store_timestamp") or 0
         seconds = max(0.0, (row["ts"] - stored) / 1000) if queue_lag and stored > 0 else 0.0
         lag.setdefault(topic, {}).setdefault(minute, 0)
