@@ -13,15 +13,13 @@ gap longer than ``slack_ms``), so a stopped offset job can neither raise nor res
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from console.maintenance.history import OFFSETS, partition_date
+from console.maintenance.history import offset_rows, queue_lag
 
 LAG = "lag"
 SECONDS_BEHIND = "seconds_behind"
@@ -89,28 +87,6 @@ class Verdict:
 # -- the offset history ---------------------------------------------------------------------
 
 
-def _days(since_ms: int, until_ms: int) -> Iterator[str]:
-    day = dt.date.fromisoformat(partition_date(since_ms))
-    last = dt.date.fromisoformat(partition_date(until_ms))
-    while day <= last:
-        yield day.isoformat()
-        day += dt.timedelta(days=1)
-
-
-def _rows(history_dir: Path, since_ms: int, until_ms: int) -> Iterator[dict[str, Any]]:
-    for day in _days(since_ms, until_ms):
-        for path in sorted((history_dir / OFFSETS / f"date={day}").glob("*.jsonl")):
-            try:
-                lines = path.read_bytes().splitlines()
-            except OSError:
-                continue
-            for line in lines:
-                try:
-                    yield orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    continue  # a torn last line
-
-
 def lag_series(
     history_dir: Path, cluster: str, group: str, since_ms: int, until_ms: int
 ) -> list[tuple[int, int]]:
@@ -120,13 +96,12 @@ def lag_series(
     latest figure, and starts once every broker in the window has one.
     """
     per_snapshot: dict[tuple[int, str], int] = {}
-    for row in _rows(history_dir, since_ms, until_ms):
+    for row in offset_rows(history_dir, since_ms, until_ms, containing=orjson.dumps(group)):
         try:
             ts = int(row["ts"])
             if row.get("cluster") != cluster or row.get("group") != group or not since_ms <= ts <= until_ms:
                 continue
-            floor = max(int(row["consumer_offset"]), int(row.get("min_offset") or 0))
-            lag = max(0, int(row["broker_offset"]) - floor)
+            lag = queue_lag(row)
             broker = str(row.get("broker_addr") or row.get("broker"))
         except (KeyError, TypeError, ValueError):
             continue

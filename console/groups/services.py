@@ -11,7 +11,6 @@ the committed offset).  A broker that does not answer leaves its groups' figures
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from broker_core.errors import AdminError
 from broker_core.messagequeue import MessageQueue
 from broker_core.remoting import fastjson
 from broker_core.remoting.codes import ResponseCode
+from console.maintenance import history
 
 SYSTEM_GROUPS = frozenset(
     {
@@ -295,33 +295,17 @@ def lag_trend(history_dir: Path, cluster: str, group: str, hours: int, now_ms: i
     committed offset; 0 when caught up).  Reads only the days the window touches.
     """
     since = now_ms - hours * 3_600_000
-    day, last_day = (dt.datetime.fromtimestamp(t / 1000, tz=dt.UTC).date() for t in (since, now_ms))
-    needle = orjson.dumps(group)
     latest: dict[tuple[str, int, str, int], dict[str, Any]] = {}
-    while day <= last_day:
-        for path in sorted((history_dir / "offsets" / f"date={day.isoformat()}").glob("*.jsonl")):
-            for line in path.read_bytes().splitlines():
-                if needle not in line:
-                    continue
-                try:
-                    row = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    continue  # a torn last line after a crash
-                if row.get("group") != group or row.get("cluster") != cluster:
-                    continue
-                if not since <= row["ts"] <= now_ms:
-                    continue
-                key = (row["topic"], row["ts"] // 60_000 * 60_000, row["broker"], row["queue_id"])
-                if key not in latest or latest[key]["ts"] <= row["ts"]:
-                    latest[key] = row
-        day += dt.timedelta(days=1)
+    for row in history.offset_rows(history_dir, since, now_ms, containing=orjson.dumps(group)):
+        if row.get("group") != group or row.get("cluster") != cluster or not since <= row["ts"] <= now_ms:
+            continue
+        key = (row["topic"], row["ts"] // 60_000 * 60_000, row["broker"], row["queue_id"])
+        if key not in latest or latest[key]["ts"] <= row["ts"]:
+            latest[key] = row
     lag: dict[str, dict[int, int]] = {}
     behind: dict[str, dict[int, float]] = {}
     for (topic, minute, _broker, _queue), row in latest.items():
-        # Counted as the group list and the lag report count it: from the first message still
-        # stored when expiry passed the committed offset.
-        next_offset = max(row["consumer_offset"], row.get("min_offset") or 0)
-        queue_lag = max(0, row["broker_offset"] - next_offset)
+        queue_lag = history.queue_lag(row)
         stored = row.get("store_timestamp") or 0
         seconds = max(0.0, (row["ts"] - stored) / 1000) if queue_lag and stored > 0 else 0.0
         lag.setdefault(topic, {}).setdefault(minute, 0)

@@ -1,7 +1,8 @@
 """The offset history and traffic counters: date-partitioned JSON-lines files.
 
 The offset-persistence job appends one snapshot per broker every few seconds; the Spark
-lag and traffic reports and the console's charts read them.  Layout, under the history
+lag and traffic reports (spark_reports/history.py), the console's charts and the alert
+check read them (``offset_rows``, ``queue_lag`` here).  Layout, under the history
 directory (``QUIVER_HISTORY_DIR``, ``<data dir>/history`` by default)::
 
     offsets/date=YYYY-MM-DD/<broker>.jsonl    ts, cluster, broker, broker_addr, group, topic,
@@ -21,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +107,41 @@ def append_snapshot(
     _append(history_dir / OFFSETS / day / name, offsets)
     _append(history_dir / COUNTERS / day / name, counters)
     return len(offsets), len(counters)
+
+
+def offset_rows(
+    history_dir: Path, since_ms: int, until_ms: int, *, containing: bytes | None = None
+) -> Iterator[dict[str, Any]]:
+    """The offset rows of the days ``[since_ms, until_ms]`` touches, file by file (rows of
+    those days outside the range included: callers filter on ``ts``).
+
+    ``containing``: only lines holding these bytes are parsed (a group's name, quoted), a
+    cheap filter before JSON.  Torn lines (a crash mid-write) and unreadable files are skipped.
+    """
+    day = dt.date.fromisoformat(partition_date(since_ms))
+    last = dt.date.fromisoformat(partition_date(until_ms))
+    while day <= last:
+        for path in sorted((history_dir / OFFSETS / f"date={day.isoformat()}").glob("*.jsonl")):
+            try:
+                lines = path.read_bytes().splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                if containing is not None and containing not in line:
+                    continue
+                try:
+                    yield orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+        day += dt.timedelta(days=1)
+
+
+def queue_lag(row: dict[str, Any]) -> int:
+    """An offset row's lag: messages from the next one to consume (the committed offset, or
+    the first still stored when expiry passed it) to the queue's end; never below 0.  The
+    group list, the alerts and the Spark lag report count it the same way."""
+    next_offset = max(int(row["consumer_offset"]), int(row.get("min_offset") or 0))
+    return max(0, int(row["broker_offset"]) - next_offset)
 
 
 def prune(history_dir: Path, keep_days: int, today: dt.date | None = None) -> list[str]:
