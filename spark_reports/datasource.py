@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import itertools
+import logging
 import operator
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
@@ -49,6 +50,7 @@ from spark_reports.planner import QueueRange, admin_client, plan
 from spark_reports.schemas import message_schema
 
 SOURCE_NAME = "quiver"
+log = logging.getLogger(__name__)
 # Rows per Arrow batch handed to Spark.
 BATCH_ROWS = 8192
 _TS = pa.timestamp("us", tz="UTC")
@@ -152,6 +154,15 @@ def read_range(
             rows, done = loop.run_until_complete(_next_rows(scan, queue_range))
             if rows:
                 yield to_arrow(rows, queue_range.broker, options.include_body)
+        if stats.missing:  # in the executor's log: the rows are what is stored, no more
+            log.warning(
+                "%s queue %d [%d, %d): %d offsets no longer stored (expired) or never written: skipped",
+                queue_range.topic,
+                queue_range.queue_id,
+                queue_range.start,
+                queue_range.end,
+                stats.missing,
+            )
     finally:
         try:
             loop.run_until_complete(scan.aclose())
