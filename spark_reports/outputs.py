@@ -23,7 +23,8 @@ The summary (camelCase keys, as the REST API shows them; times epoch ms)::
     traffic       topics [names], messages, bytes, producers, consumed,
                   peakMinute {minute, messages} (null without traffic),
                   peakByTopic {topic: {minute, messages}},
-                  retryMessages, dlqMessages, retryShare, dlqShare (0..1 of all messages)
+                  retryMessages, dlqMessages, retryShare, dlqShare (0..1 of all messages),
+                  missingMessages (planned but gone when read: expired meanwhile)
     lag           groups (how many group/topic pairs), growing [{group, topic, lastLag,
                   slopePerMinute}], stalled [{group, topic, lastLag}], worst [{group, topic,
                   lag, secondsBehind}] (top 10 by lag at the last snapshot)

@@ -13,6 +13,7 @@ committed-offset increases (a reset backwards counts as none).
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -21,25 +22,43 @@ from pyspark.sql import functions as F
 from broker_core.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from spark_reports.history import read_offsets
 from spark_reports.jobs.common import ReportParams, epoch_ms, iso_utc
+from spark_reports.options import ScanOptions
 from spark_reports.outputs import TRAFFIC_TABLES
+from spark_reports.planner import QueueRange, plan
 
 TOP_N = 10
-MESSAGE_COLUMNS = ("topic", "tags", "born_host", "body_size", "store_timestamp")
+MESSAGE_COLUMNS = ("broker", "topic", "queue_id", "tags", "born_host", "body_size", "store_timestamp")
 # Offset snapshots this long before the period are read so its first minute has deltas.
 LOOKBACK_MS = 10 * 60 * 1000
 
 
-def extract_messages(spark: SparkSession, params: ReportParams) -> DataFrame:
-    """The period's messages: of the run's topics, else of every topic but the system ones."""
-    reader = spark.read.format("quiver").option("namesrv", params.namesrv)
+def source_options(params: ReportParams) -> dict[str, str]:
+    """The ``quiver`` source's options for the period: the run's topics, else every topic but
+    the system ones."""
+    options = {"namesrv": params.namesrv, "startTime": str(params.since_ms), "endTime": str(params.until_ms)}
     if params.topics:
-        reader = reader.option("topics", ",".join(params.topics))
+        options["topics"] = ",".join(params.topics)
     else:
-        reader = reader.option("topicPattern", ".*")
-    reader = reader.option("startTime", str(params.since_ms)).option("endTime", str(params.until_ms))
-    for key, value in params.source_options.items():
-        reader = reader.option(key, value)
-    return reader.load()
+        options["topicPattern"] = ".*"
+    return {**options, **params.source_options}
+
+
+def extract_messages(spark: SparkSession, params: ReportParams) -> DataFrame:
+    """The period's messages, read by the executors."""
+    return spark.read.format("quiver").options(**source_options(params)).load()
+
+
+def missing_messages(planned: list[QueueRange], read: DataFrame) -> int:
+    """Messages the plan counted that the read did not find: offsets expired (or a broker
+    truncated) between planning and reading.  Messages stored meanwhile only add."""
+    expected: Counter[tuple[str, str, int]] = Counter()
+    for r in planned:
+        expected[(r.broker, r.topic, r.queue_id)] += r.size
+    got = {
+        (row["broker"], row["topic"], row["queue_id"]): row["n"]
+        for row in read.groupBy("broker", "topic", "queue_id").agg(F.count(F.lit(1)).alias("n")).collect()
+    }
+    return sum(max(0, n - got.get(key, 0)) for key, n in expected.items())
 
 
 def extract_offsets(spark: SparkSession, params: ReportParams) -> DataFrame:
@@ -125,6 +144,7 @@ def run(spark: SparkSession, params: ReportParams) -> tuple[dict[str, DataFrame]
     """Build the traffic report's tables and summary (the tables not yet written)."""
     # Only the columns the tables use are kept (and cached): ids, hosts and properties of a
     # million messages would otherwise be built into the cache and never read.
+    planned = plan(ScanOptions.parse(source_options(params)))  # the same plan the executors read
     messages = extract_messages(spark, params).select(*MESSAGE_COLUMNS).cache()
     offsets = extract_offsets(spark, params)
     tables = {
@@ -135,6 +155,7 @@ def run(spark: SparkSession, params: ReportParams) -> tuple[dict[str, DataFrame]
         "consumption_minute": consumption_minute(offsets, params.since_ms).cache(),
     }
     summary = summarize(messages, tables["topic_minute"], tables["consumption_minute"])
+    summary["missingMessages"] = missing_messages(planned, messages)
     summary["topics"] = params.topics or sorted(
         r["topic"] for r in tables["topic_hour"].select("topic").distinct().collect()
     )

@@ -177,6 +177,7 @@ def test_traffic_summary_retry_and_dlq_share_and_peak(cluster: Servers, traffic_
     everything = sum(counts.values())
     assert summary["messages"] == everything
     assert summary["retryMessages"] == 10 and summary["dlqMessages"] == 10
+    assert summary["missingMessages"] == 0
     assert summary["retryShare"] == pytest.approx(10 / everything)
     assert summary["dlqShare"] == pytest.approx(10 / everything)
     assert set(topics) <= set(summary["topics"])
@@ -443,3 +444,14 @@ def test_a_group_that_stops_at_the_end_of_the_period_is_stalled(spark: SparkSess
     ]
     trend = lag.lag_trend(lag.lag_group(lag.lag_queue(_offsets(spark, rows)), 10)).first()
     assert trend["stalled"] and trend["growing"] and trend["consume_rate"] > 0
+
+
+def test_messages_planned_but_gone_when_read_are_counted(spark: SparkSession) -> None:
+    """Queue 0 lost 3 of its 10 planned messages before the read (expiry); queue 1 gained 2
+    stored meanwhile (not missing); queue 2 was planned and had nothing left."""
+    from spark_reports.planner import QueueRange
+
+    planned = [QueueRange("b", "a:1", "T", q, 0, 10) for q in (0, 1, 2)]
+    rows = [("b", "T", 0)] * 7 + [("b", "T", 1)] * 12
+    read = spark.createDataFrame(rows, "broker string, topic string, queue_id int")
+    assert traffic.missing_messages(planned, read) == 3 + 10
