@@ -9,9 +9,11 @@ from functools import cached_property
 from typing import TypeVar
 
 from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from broker_core.client.admin import AdminClient
+from broker_core.errors import AdminError
 from console.core.access import ClusterPermission
 from console.core.api_errors import ClusterNotFound
 from console.core.brokers import admin_call
@@ -45,3 +47,15 @@ def documented(summary: str, request: object = None, operation_id: str | None = 
     return extend_schema(  # type: ignore[return-value]
         summary=summary, request=request, responses=OpenApiTypes.OBJECT, operation_id=operation_id
     )
+
+
+def query_int(request: Request, name: str, default: int) -> int:
+    """The query parameter ``name`` as an integer (``default`` when absent); a non-integer is
+    an AdminError, which the API answers as a 400 naming the parameter."""
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise AdminError(f"{name} must be an integer, not {raw!r}") from None

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from broker_core.errors import AdminError
 from console.audit.services import audited
 from console.core.access import allowed
-from console.core.apiviews import ClusterAPIView, documented
+from console.core.apiviews import ClusterAPIView, documented, query_int
 from console.core.brokers import admin_call
 from console.core.longtasks import launch
 from console.dlq import services
@@ -79,16 +79,6 @@ class GroupDlqResend(ClusterAPIView):
         return start_resend(request, self.cluster, group, data["msgIds"], data.get("targetTopic", ""))
 
 
-def _int(request: Request, name: str, default: int) -> int:
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise AdminError(f"{name} must be an integer, not {raw!r}") from None
-
-
 class GroupDlq(ClusterAPIView):
     """GET: a page of the group's dead letters (``?kind=retry`` for its retry queue), with
     ``begin``/``end`` (epoch ms, default the last 3 days), ``cursor``, ``limit``, ``tag``, ``key``."""
@@ -99,9 +89,9 @@ class GroupDlq(ClusterAPIView):
         if kind not in ("dlq", "retry"):
             raise AdminError("kind is dlq or retry")
         now = int(time.time() * 1000)
-        begin = _int(request, "begin", now - 3 * 86_400_000)
-        end = _int(request, "end", now)
-        limit = max(1, min(500, _int(request, "limit", 50)))
+        begin = query_int(request, "begin", now - 3 * 86_400_000)
+        end = query_int(request, "end", now)
+        limit = max(1, min(500, query_int(request, "limit", 50)))
         tag, key = request.query_params.get("tag", ""), request.query_params.get("key", "")
         cursor = request.query_params.get("cursor") or None
         page = self.admin(
@@ -126,7 +116,7 @@ class GroupDlqExport(ClusterAPIView):
         kind = request.query_params.get("kind", "dlq")
         if kind not in ("dlq", "retry"):
             raise AdminError("kind is dlq or retry")
-        begin, end = _int(request, "begin", 0), _int(request, "end", int(time.time() * 1000))
+        begin, end = query_int(request, "begin", 0), query_int(request, "end", int(time.time() * 1000))
         with audited(request, "dlq.export", self.cluster.name, f"{group} ({kind})") as audit:
             rows, truncated = self.admin(lambda admin: services.export_rows(admin, group, kind, begin, end))
             audit.after = {"messages": len(rows), "truncated": truncated, "format": fmt}

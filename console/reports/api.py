@@ -14,23 +14,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
-from broker_core.errors import AdminError
-from console.core.apiviews import ClusterAPIView, documented
+from console.core.apiviews import ClusterAPIView, documented, query_int
 from console.reports import compare, services, tables
 from console.reports.models import ReportRun
 from console.reports.serializers import RunCreate
 
 PAGE_SIZE_MAX = 200
-
-
-def _int(request: Request, name: str, default: int) -> int:
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise AdminError(f"{name} must be an integer, not {raw!r}") from None
 
 
 def bad_request(detail: str) -> Response:
@@ -54,8 +43,8 @@ class ReportRunsView(ClusterAPIView):
             )
         except services.BadRequest as exc:
             return bad_request(str(exc))
-        page = max(1, _int(request, "page", 1))
-        size = max(1, min(PAGE_SIZE_MAX, _int(request, "page_size", 50)))
+        page = max(1, query_int(request, "page", 1))
+        size = max(1, min(PAGE_SIZE_MAX, query_int(request, "page_size", 50)))
         count = runs.count()
         shown = runs[(page - 1) * size : page * size]
         return Response(
@@ -138,7 +127,7 @@ class ReportTable(TableView):
         run, answer = self.table_or_answer(run_id, table)
         if run is None:
             return answer  # type: ignore[return-value]
-        limit, offset = _int(request, "limit", 100), _int(request, "offset", 0)
+        limit, offset = query_int(request, "limit", 100), query_int(request, "offset", 0)
         if limit < 1 or offset < 0:
             return bad_request("limit is at least 1 and offset not negative")
         try:
