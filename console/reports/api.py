@@ -6,6 +6,7 @@ Viewers list runs, read their tables and download them; operators run a report o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.http import HttpResponse
@@ -118,6 +119,19 @@ class TableView(RunMixin):
             return None, not_found(f"a {run.kind} report has no table {table!r}")
         return run, None
 
+    def download(self, run_id: str, table: str, build: Callable[[ReportRun], tuple[bytes, str, str]]) -> Any:
+        """The table as a file: ``build(run)`` gives (body, file extension, content type)."""
+        run, answer = self.table_or_answer(run_id, table)
+        if run is None:
+            return answer
+        try:
+            body, ext, content_type = build(run)
+        except tables.TableMissing as exc:
+            return not_found(str(exc))
+        response = HttpResponse(body, content_type=content_type)
+        response["Content-Disposition"] = f'attachment; filename="{run.kind}-{run.id}-{table}.{ext}"'
+        return response
+
 
 class ReportTable(TableView):
     """GET ``?limit=&offset=``: rows of one table as JSON (times as epoch ms)."""
@@ -141,16 +155,9 @@ class ReportTableCsv(TableView):
 
     @documented("Download a report table as CSV")
     def get(self, request: Request, cluster: str, run_id: str, table: str) -> Any:
-        run, answer = self.table_or_answer(run_id, table)
-        if run is None:
-            return answer
-        try:
-            body = tables.as_csv(run.output, run.kind, table)
-        except tables.TableMissing as exc:
-            return not_found(str(exc))
-        response = HttpResponse(body, content_type="text/csv")
-        response["Content-Disposition"] = f'attachment; filename="{run.kind}-{run.id}-{table}.csv"'
-        return response
+        return self.download(
+            run_id, table, lambda run: (tables.as_csv(run.output, run.kind, table), "csv", "text/csv")
+        )
 
 
 class ReportTableParquet(TableView):
@@ -158,17 +165,11 @@ class ReportTableParquet(TableView):
 
     @documented("Download a report table as Parquet")
     def get(self, request: Request, cluster: str, run_id: str, table: str) -> Any:
-        run, answer = self.table_or_answer(run_id, table)
-        if run is None:
-            return answer
-        try:
+        def build(run: ReportRun) -> tuple[bytes, str, str]:
             body, ext = tables.as_parquet(run.output, run.kind, table)
-        except tables.TableMissing as exc:
-            return not_found(str(exc))
-        kind = "application/vnd.apache.parquet" if ext == "parquet" else "application/zip"
-        response = HttpResponse(body, content_type=kind)
-        response["Content-Disposition"] = f'attachment; filename="{run.kind}-{run.id}-{table}.{ext}"'
-        return response
+            return body, ext, "application/vnd.apache.parquet" if ext == "parquet" else "application/zip"
+
+        return self.download(run_id, table, build)
 
 
 class ReportCompare(ClusterAPIView):

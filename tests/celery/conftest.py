@@ -8,10 +8,12 @@ scheduled runs soon; every wait polls with a generous limit and asserts no timin
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,13 +22,36 @@ from typing import Any
 import pytest
 import redis
 
+from broker_core.client.consumer.push import ConsumeStatus
+from broker_core.store.message import MessageExt
 from broker_core.testing import cli_server
 from console.maintenance.runs import RunRecord, last_runs, recent_runs
 from tests.servers import free_port, wait_for
 
-__all__ = ["Platform", "free_port", "wait_for"]
+__all__ = ["Collector", "Platform", "free_port", "wait_for"]
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+class Collector:
+    """A push listener that keeps what it got (thread-safe: the consumer's pool calls it)."""
+
+    def __init__(self) -> None:
+        self.got: list[MessageExt] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, msgs: list[MessageExt]) -> ConsumeStatus:
+        with self.lock:
+            self.got.extend(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.got)
+
+    def bodies(self) -> collections.Counter[bytes]:
+        with self.lock:
+            return collections.Counter(m.body for m in self.got)
 
 
 @dataclass

@@ -28,17 +28,16 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
 
-from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
+from broker_core.client.consumer.push import PushConsumer
 from broker_core.client.message import Message
 from broker_core.client.producer.producer import Producer
-from broker_core.store.message import MessageExt
 from console.alerts.services import CHECKS_KEY, LAST_CHECK_KEY
 from console.celery import app as celery_app
 from console.core.brokers import admin_call
 from console.core.models import ClusterAccess
 from console.routing import websocket_urlpatterns
 
-from .conftest import REPO, Platform, free_port, wait_for
+from .conftest import REPO, Collector, Platform, free_port, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -125,24 +124,7 @@ def channels_on_redis(platform: Platform, settings: Any) -> None:
     }
 
 
-class Counter:
-    """A push listener that counts what it got."""
-
-    def __init__(self) -> None:
-        self.got: list[MessageExt] = []
-        self.lock = threading.Lock()
-
-    def __call__(self, msgs: list[MessageExt]) -> ConsumeStatus:
-        with self.lock:
-            self.got.extend(msgs)
-        return ConsumeStatus.CONSUME_SUCCESS
-
-    def count(self) -> int:
-        with self.lock:
-            return len(self.got)
-
-
-def consume(platform: Platform, listener: Counter, until: int) -> None:
+def consume(platform: Platform, listener: Collector, until: int) -> None:
     """Run the group's consumer until ``listener`` has ``until`` messages; offsets are committed
     when it shuts down."""
     consumer = (
@@ -208,7 +190,7 @@ async def test_an_alert_is_raised_and_resolved_through_the_worker(
     connected, _ = await socket.connect()
     assert connected
     port = free_port()
-    listener = Counter()
+    listener = Collector()
     broker = contextlib.ExitStack()
     try:
         await run(broker.enter_context)(platform.broker("broker-alerts", port, autoCreateTopicEnable="true"))

@@ -11,40 +11,20 @@ import json
 import os
 import signal
 import sys
-import threading
-from collections import Counter
 
 import orjson
 import pytest
 
 from broker_core.broker.maintenance import DELAY_SCAN, FILE_EXPIRY, OFFSET_PERSISTENCE
-from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
+from broker_core.client.consumer.push import PushConsumer
 from broker_core.client.message import Message
 from broker_core.client.producer.producer import Producer
-from broker_core.store.message import MessageExt
 from console.maintenance.jobs import JobSpec
 from console.maintenance.runs import OK, SKIPPED, UNREACHABLE, job_statuses
 
-from .conftest import Platform, _spawn, _stop, free_port, wait_for
+from .conftest import Collector, Platform, _spawn, _stop, free_port, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-class Collector:
-    """A push listener that keeps what it got."""
-
-    def __init__(self) -> None:
-        self.got: list[MessageExt] = []
-        self.lock = threading.Lock()
-
-    def __call__(self, msgs: list[MessageExt]) -> ConsumeStatus:
-        with self.lock:
-            self.got.extend(msgs)
-        return ConsumeStatus.CONSUME_SUCCESS
-
-    def bodies(self) -> Counter[bytes]:
-        with self.lock:
-            return Counter(m.body for m in self.got)
 
 
 def consumer(platform: Platform, group: str, topic: str, listener: Collector) -> PushConsumer:
