@@ -245,6 +245,8 @@ def _typed_from_properties(
 
 
 BrokerRole = Literal["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"]
+MaintenanceMode = Literal["auto", "true", "false"]
+MAINTENANCE_MODES: tuple[MaintenanceMode, ...] = ("auto", "true", "false")
 
 
 @dataclass(frozen=True)
@@ -277,13 +279,21 @@ class BrokerConfig:
     acl_enable: bool = False
     # Re-register with every nameserver this often (ms).
     register_name_server_period: int = 30_000
-    # Quiver: run delay scan, file expiry and offset persistence on the broker's own timers.
-    standalone_maintenance: bool = False
+    # Quiver: who runs delay scan, file expiry and offset persistence (broker/maintenance.py):
+    # ``auto``, the broker's own timers whenever the platform's passes stop coming; ``true``,
+    # always the broker's timers; ``false``, never (the platform must drive them).
+    standalone_maintenance: MaintenanceMode = "auto"
+    # Quiver: in ``auto``, how long after the platform's last pass of a job the broker's own
+    # timer takes it over (ms).  The platform may ask for a longer lease with each pass.
+    delay_scan_lease_millis: int = 1_000
+    offset_persistence_lease_millis: int = 15_000
+    file_expiry_lease_millis: int = 180_000
     # Transactions: first check after (ms), check interval (ms), most checks.
     transaction_time_out: int = 6_000
     transaction_check_interval: int = 60_000
     transaction_check_max: int = 15
     long_polling_enable: bool = True
+    # Without long polling, a pull that finds nothing is held this long (ms), not woken early.
     short_polling_time_mills: int = 1_000
     max_frame_size_bytes: int = 16 * 1024 * 1024
     # Quiver: a client without a heartbeat this long is dropped and its connection closed
@@ -302,6 +312,20 @@ class BrokerConfig:
             raise ConfigError(
                 f"brokerRole must be ASYNC_MASTER, SYNC_MASTER or SLAVE, not {self.broker_role!r}"
             )
+        # broker.conf spells booleans true/false; Python callers may pass a bool.
+        mode = str(self.standalone_maintenance).strip().lower()
+        if mode not in MAINTENANCE_MODES:
+            raise ConfigError(
+                f"standaloneMaintenance must be auto, true or false, not {self.standalone_maintenance!r}"
+            )
+        object.__setattr__(self, "standalone_maintenance", mode)
+        for key, lease in (
+            ("delayScanLeaseMillis", self.delay_scan_lease_millis),
+            ("offsetPersistenceLeaseMillis", self.offset_persistence_lease_millis),
+            ("fileExpiryLeaseMillis", self.file_expiry_lease_millis),
+        ):
+            if lease <= 0:
+                raise ConfigError(f"{key} must be positive, not {lease}")
         if not 0 <= self.broker_permission <= 15:
             raise ConfigError(f"brokerPermission must be 0..15 (PERM_* bits), not {self.broker_permission}")
         if not 1 <= self.default_topic_queue_nums <= 1024:
@@ -315,6 +339,10 @@ class BrokerConfig:
                 raise ConfigError(f"{key} must be positive, not {value}")
         if self.transaction_check_max < 0:
             raise ConfigError(f"transactionCheckMax must not be negative, not {self.transaction_check_max}")
+        if self.short_polling_time_mills < 0:
+            raise ConfigError(
+                f"shortPollingTimeMills must not be negative, not {self.short_polling_time_mills}"
+            )
         if self.client_channel_expired_time <= 0 or self.client_housekeeping_interval <= 0:
             raise ConfigError("clientChannelExpiredTime and clientHousekeepingInterval must be positive")
         if self.server_channel_max_idle_time_seconds <= 0:
@@ -329,6 +357,46 @@ class BrokerConfig:
         return f"{self.broker_ip1}:{self.listen_port}"
 
 
+@dataclass(frozen=True)
+class UnsupportedSetting:
+    """A broker.conf key Quiver parses but does not act on yet.
+
+    ``honoured`` is the one value Quiver behaves as (None: it acts on no value); a config
+    that sets anything else is warned at start that ``effect`` is what happens instead.
+    """
+
+    key: str
+    honoured: str | None
+    effect: str
+
+
+# The one list of BrokerConfig / StoreConfig keys that are parsed but not acted on; every
+# other field is read by the broker or its store.  ``unsupported_settings`` turns it into
+# the start-time warnings.
+UNSUPPORTED_SETTINGS: tuple[UnsupportedSetting, ...] = (
+    # Replication (SYNC_MASTER waiting for slaves, SLAVE copying a master) comes later.
+    UnsupportedSetting(
+        "brokerRole",
+        "ASYNC_MASTER",
+        "this broker runs as a master (ASYNC_MASTER): it takes writes and replicates nothing",
+    ),
+)
+
+
+def unsupported_settings(broker: BrokerConfig, store: StoreConfig) -> list[str]:
+    """One warning per setting of ``broker``/``store`` that Quiver parses but ignores, e.g.
+    "brokerRole = SLAVE is not supported yet: this broker runs as a master ...".
+
+    A default value (what Quiver does anyway) gives no warning.
+    """
+    props = {**config_properties(store), **config_properties(broker)}
+    return [
+        f"{setting.key} = {props[setting.key]} is not supported yet: {setting.effect}"
+        for setting in UNSUPPORTED_SETTINGS
+        if setting.key in props and props[setting.key] != setting.honoured
+    ]
+
+
 # Broker settings read afresh on every use, so UPDATE_BROKER_CONFIG can change them live.
 LIVE_BROKER_KEYS = frozenset(
     {
@@ -336,6 +404,7 @@ LIVE_BROKER_KEYS = frozenset(
         "autoCreateSubscriptionGroup",
         "brokerPermission",
         "longPollingEnable",
+        "shortPollingTimeMills",
         "transactionTimeOut",
         "transactionCheckInterval",
         "transactionCheckMax",

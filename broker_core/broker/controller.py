@@ -24,7 +24,7 @@ from broker_core.broker.acl import PlainAcl
 from broker_core.broker.clients import ClientTables
 from broker_core.broker.groups import SubscriptionGroupManager
 from broker_core.broker.locks import RebalanceLockManager
-from broker_core.broker.maintenance import MaintenanceService
+from broker_core.broker.maintenance import MaintenanceService, default_leases_ms
 from broker_core.broker.processors.aclconfig import AclConfigProcessor
 from broker_core.broker.processors.admin import AdminProcessor
 from broker_core.broker.processors.clients import ClientProcessor
@@ -123,7 +123,8 @@ class BrokerController:
 
     @property
     def maintenance(self) -> MaintenanceService:
-        """The maintenance jobs (on timers only with ``standaloneMaintenance``)."""
+        """The maintenance jobs: run on request, and on the broker's timers as
+        ``standaloneMaintenance`` says (by default whenever the platform is silent)."""
         assert self._maintenance is not None, "the broker is not started"
         return self._maintenance
 
@@ -156,9 +157,13 @@ class BrokerController:
         self.transactions.load()
         self._register_processors()
         self.transactions.start()
-        self._maintenance = MaintenanceService(store, self.clock_ms)
-        if self.config.standalone_maintenance:
-            self._maintenance.start()
+        self._maintenance = MaintenanceService(
+            store,
+            self.clock_ms,
+            mode=self.config.standalone_maintenance,
+            leases_ms=default_leases_ms(self.config),
+        )
+        self._maintenance.start()
         self._housekeeping = asyncio.create_task(self._housekeeping_loop(), name="client-housekeeping")
         await self.registration.register_all()
         self.registration.start()
@@ -251,6 +256,7 @@ class BrokerController:
         server.register(RequestCode.QUIVER_RUN_MAINTENANCE_JOB, maintenance.run_job)
         server.register(RequestCode.QUIVER_GET_MAINTENANCE_STATUS, maintenance.status)
         server.register(RequestCode.TRIGGER_DELETE_FILES, maintenance.trigger_delete_files)
+        server.register(RequestCode.DELETE_EXPIRED_COMMITLOG, maintenance.delete_expired_commit_log)
 
     async def _housekeeping_loop(self) -> None:
         """Every 10 s, drop clients silent for 120 s and close their connections (RocketMQ's

@@ -1,18 +1,31 @@
-"""The broker's three maintenance jobs: run on request, or on the broker's own timers.
+"""The broker's three maintenance jobs, and who runs them: the platform, or the broker itself.
 
 Every job is a broker operation: ``run(name)`` is what the protocol's
-QUIVER_RUN_MAINTENANCE_JOB (and RocketMQ's TRIGGER_DELETE_FILES) call, and what Celery
-drives in the platform.  With ``standaloneMaintenance = true`` a broker started on its own
-also runs them on timers (``start``):
+QUIVER_RUN_MAINTENANCE_JOB (and RocketMQ's TRIGGER_DELETE_FILES / DELETE_EXPIRED_COMMITLOG)
+call, and what Celery drives in the platform.
 
 * delay scan: delivers due delayed messages (and retries), then sleeps until the next one
   falls due (at most 100 ms, RocketMQ's scan interval; at least 10 ms);
 * file expiry: every 10 s (the store decides whether the hour or the disk calls for it);
 * offset persistence: consumer offsets to disk every 5 s.
 
-Each run is recorded (start, duration, outcome) so the broker can report when each last
-ran.  The store's work runs in a worker thread, off the event loop, and one job never
-runs twice at once (a timer and a request may meet).
+The broker never depends on the platform for correctness.  ``standaloneMaintenance``
+says who drives the jobs:
+
+* ``auto`` (the default): each pass the platform sends renews that job's *lease* (one
+  second for the delay scan, longer for the others; the platform may ask for more).  While
+  a lease holds, the broker's own timer for the job stands by; once it runs out (the
+  platform stopped, its worker is busy or paused, or there is no platform at all) the
+  broker runs the job on its own timer — *fallback* — until the platform's passes come
+  back.  A broker started alone from the CLI so delivers delayed messages and retries.
+* ``true``: the broker's timers always run the jobs (requests are served as well).
+* ``false``: only requests run them; the broker warns at start.
+
+One job never runs twice at once, whoever drives it (a lock per job).  Each run is
+recorded with who ran it (``platform``, ``broker`` or ``manual``: an operator's request
+that is not the platform's schedule and renews no lease), so the broker can report when
+each job last ran and whether it is on fallback.  The store's work runs in a worker
+thread, off the event loop.
 """
 
 from __future__ import annotations
@@ -26,6 +39,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from broker_core.config import BrokerConfig
 from broker_core.store.cleanup import ExpiryReport
 from broker_core.store.store import MessageStore
 
@@ -36,19 +50,36 @@ FILE_EXPIRY = "file_expiry"
 OFFSET_PERSISTENCE = "offset_persistence"
 JOBS = (DELAY_SCAN, FILE_EXPIRY, OFFSET_PERSISTENCE)
 
+# Who ran a job.
+PLATFORM = "platform"
+BROKER = "broker"
+MANUAL = "manual"
+RUNNERS = (PLATFORM, BROKER, MANUAL)
+
+# standaloneMaintenance values.
+AUTO = "auto"
+ALWAYS = "true"
+NEVER = "false"
+
 DELAY_SCAN_MAX_SLEEP = 0.1
 DELAY_SCAN_MIN_SLEEP = 0.01
 EXPIRY_INTERVAL = 10.0
 OFFSET_PERSIST_INTERVAL = 5.0
+# A lease longer than this is refused (a typo must not silence the broker's timers for days).
+MAX_LEASE_MS = 24 * 3_600_000
 
 
 class UnknownJobError(ValueError):
     """A maintenance job name that is not one of ``JOBS``."""
 
 
+class BadLeaseError(ValueError):
+    """A lease a request asked for that is not a positive number of ms up to a day."""
+
+
 @dataclass
 class JobRun:
-    """One run of a job: when it started (epoch ms), how long it took, what it did."""
+    """One run of a job: when it started (epoch ms), how long it took, what it did, who ran it."""
 
     job: str
     started_ms: int
@@ -56,6 +87,7 @@ class JobRun:
     ok: bool
     result: str
     details: dict[str, Any] = dataclasses.field(default_factory=dict)
+    runner: str = PLATFORM
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -65,6 +97,7 @@ class JobRun:
             "ok": self.ok,
             "result": self.result,
             "details": self.details,
+            "runner": self.runner,
         }
 
 
@@ -83,13 +116,42 @@ def _describe(job: str, outcome: Any) -> tuple[str, dict[str, Any]]:
     return "ok", {}
 
 
-class MaintenanceService:
-    """Runs the three jobs on request, and on timers between ``start`` and ``stop``."""
+def default_leases_ms(config: BrokerConfig) -> dict[str, int]:
+    """Each job's lease (ms) as broker.conf sets it: the least the platform's pass buys."""
+    return {
+        DELAY_SCAN: config.delay_scan_lease_millis,
+        OFFSET_PERSISTENCE: config.offset_persistence_lease_millis,
+        FILE_EXPIRY: config.file_expiry_lease_millis,
+    }
 
-    def __init__(self, store: MessageStore, clock_ms: Callable[[], int]) -> None:
+
+@dataclass
+class _Lease:
+    """The platform's hold on one job: until when (monotonic seconds), and its last pass."""
+
+    until: float = 0.0
+    last_platform_ms: int | None = None
+    lease_ms: int = 0
+
+
+class MaintenanceService:
+    """Runs the three jobs on request, and on the broker's own timers between ``start`` and
+    ``stop`` whenever ``mode`` says the broker should (see the module's docstring)."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        clock_ms: Callable[[], int],
+        *,
+        mode: str = AUTO,
+        leases_ms: dict[str, int] | None = None,
+    ) -> None:
         self.store = store
         self.clock_ms = clock_ms
+        self.mode = mode
+        self.leases_ms = {**{job: 1000 for job in JOBS}, **(leases_ms or {})}
         self.last_runs: dict[str, JobRun] = {}
+        self._leases = {name: _Lease() for name in JOBS}
         self._tasks: list[asyncio.Task[None]] = []
         self._locks = {name: asyncio.Lock() for name in JOBS}
 
@@ -106,16 +168,58 @@ class MaintenanceService:
             return self.store.persist_offsets
         raise UnknownJobError(f"no maintenance job {name!r}; the jobs are {', '.join(JOBS)}")
 
-    async def run(self, name: str, *, manual: bool = False) -> tuple[JobRun, Any]:
+    # -- leases ----------------------------------------------------------------------------
+
+    def _renew(self, name: str, lease_ms: int | None) -> None:
+        """A platform pass of ``name`` arrived (or ended): the broker's timer stands by."""
+        lease = self._leases[name]
+        lease.lease_ms = max(self.leases_ms[name], lease_ms or 0)
+        lease.until = max(lease.until, time.monotonic() + lease.lease_ms / 1000)
+        lease.last_platform_ms = self.clock_ms()
+
+    def lease_left(self, name: str) -> float:
+        """Seconds the platform's lease on ``name`` still holds (0 when it has run out)."""
+        return max(0.0, self._leases[name].until - time.monotonic())
+
+    def driver(self, name: str) -> str:
+        """Who drives ``name`` now: the platform (a lease holds), the broker (its timers run
+        the job: ``true``, or ``auto`` with the lease run out), or ``none`` (``false`` and
+        no platform pass lately: nothing runs it)."""
+        if self.mode == ALWAYS:
+            return BROKER
+        if self.lease_left(name) > 0:
+            return PLATFORM
+        return BROKER if self.mode == AUTO else "none"
+
+    def on_fallback(self, name: str) -> bool:
+        """True when the broker runs ``name`` only because the platform's passes stopped
+        coming (or never came): ``auto`` with the lease run out."""
+        return self.mode == AUTO and self.lease_left(name) <= 0
+
+    # -- running ---------------------------------------------------------------------------
+
+    async def run(
+        self, name: str, *, manual: bool = False, runner: str = PLATFORM, lease_ms: int | None = None
+    ) -> tuple[JobRun, Any]:
         """Run job ``name`` now; return its record and its return value (None if it failed).
 
         ``manual`` (file expiry only) deletes expired files whatever the hour, as
-        RocketMQ's TRIGGER_DELETE_FILES does.
+        RocketMQ's TRIGGER_DELETE_FILES does.  ``runner`` says who asks: a ``platform`` pass
+        renews the job's lease (for at least ``lease_ms`` when given), so the broker's own
+        timer stands by.
 
         Raises:
             UnknownJobError: ``name`` is not a maintenance job.
+            BadLeaseError: ``lease_ms`` is not positive or longer than a day.
         """
         job = self._job(name, manual)
+        if lease_ms is not None and not 0 < lease_ms <= MAX_LEASE_MS:
+            raise BadLeaseError(f"leaseMillis must be 1..{MAX_LEASE_MS} ms, not {lease_ms}")
+        if runner == PLATFORM:
+            previous = self.last_runs.get(name)
+            if previous is not None and previous.runner == BROKER and self.mode == AUTO:
+                log.info("the platform drives %s again: the broker's timer stands by", name)
+            self._renew(name, lease_ms)
         async with self._locks[name]:
             started = self.clock_ms()
             t0 = time.perf_counter()
@@ -129,16 +233,26 @@ class MaintenanceService:
                 raise
             except Exception as exc:
                 log.exception("maintenance job %s failed", name)
-                run = JobRun(name, started, (time.perf_counter() - t0) * 1000, False, f"failed: {exc}")
-                self.last_runs[name] = run
-                return run, None
-            summary, details = _describe(name, outcome)
-            run = JobRun(name, started, (time.perf_counter() - t0) * 1000, True, summary, details)
-            self.last_runs[name] = run
-            return run, outcome
+                duration = (time.perf_counter() - t0) * 1000
+                run = JobRun(name, started, duration, False, f"failed: {exc}", runner=runner)
+                outcome = None
+            else:
+                summary, details = _describe(name, outcome)
+                duration = (time.perf_counter() - t0) * 1000
+                run = JobRun(name, started, duration, True, summary, details, runner)
+        if runner == PLATFORM:
+            self._renew(name, lease_ms)  # a long pass must not let the lease run out under it
+        self.last_runs[name] = run
+        return run, outcome
 
     def start(self) -> None:
-        """Run the jobs on the broker's own timers (``standaloneMaintenance``)."""
+        """Start the broker's own timers (``auto``: they stand by while the platform drives)."""
+        if self.mode == NEVER:
+            log.warning(
+                "standaloneMaintenance = false: this broker runs no delay scan, offset persistence "
+                "or file expiry of its own; delayed messages and retries wait for the platform"
+            )
+            return
         self._tasks = [
             asyncio.create_task(self._delay_scan_loop(), name="delay-scan"),
             asyncio.create_task(self._every(EXPIRY_INTERVAL, FILE_EXPIRY), name="file-expiry"),
@@ -153,9 +267,33 @@ class MaintenanceService:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
 
+    async def _stand_by(self, name: str) -> bool:
+        """While the platform's lease on ``name`` holds, sleep until it would run out and
+        return True (look again); False when the broker's timer should run the job now."""
+        if self.mode != AUTO:
+            return False
+        left = self.lease_left(name)
+        if left <= 0:
+            return False
+        await asyncio.sleep(left + 0.001)
+        return True
+
+    async def _run_own(self, name: str) -> tuple[JobRun, Any]:
+        """Run ``name`` on the broker's timer, saying so once when it takes over from the platform."""
+        previous = self.last_runs.get(name)
+        if self.mode == AUTO and previous is not None and previous.runner == PLATFORM:
+            log.warning(
+                "no platform pass of %s for %.1f s: the broker runs it on its own timer until they come back",
+                name,
+                self._leases[name].lease_ms / 1000,
+            )
+        return await self.run(name, runner=BROKER)
+
     async def _delay_scan_loop(self) -> None:
         while True:
-            _run, outcome = await self.run(DELAY_SCAN)
+            if await self._stand_by(DELAY_SCAN):
+                continue
+            _run, outcome = await self._run_own(DELAY_SCAN)
             sleep = DELAY_SCAN_MAX_SLEEP
             if outcome is not None:
                 _delivered, next_due = outcome
@@ -166,8 +304,29 @@ class MaintenanceService:
     async def _every(self, interval: float, name: str) -> None:
         while True:
             await asyncio.sleep(interval)
-            await self.run(name)
+            while await self._stand_by(name):
+                pass
+            await self._run_own(name)
+
+    # -- reporting -------------------------------------------------------------------------
 
     def report(self) -> dict[str, dict[str, Any]]:
         """The last run of each job that ran, by job name."""
         return {name: run.to_json() for name, run in self.last_runs.items()}
+
+    def status(self) -> dict[str, Any]:
+        """Who drives each job, its lease, the platform's last pass and the job's last run:
+        what QUIVER_GET_MAINTENANCE_STATUS answers."""
+        jobs = {}
+        for name in JOBS:
+            lease = self._leases[name]
+            last = self.last_runs.get(name)
+            jobs[name] = {
+                "driver": self.driver(name),
+                "fallback": self.on_fallback(name),
+                "leaseMs": max(self.leases_ms[name], lease.lease_ms),
+                "leaseLeftMs": round(self.lease_left(name) * 1000),
+                "lastPlatformMs": lease.last_platform_ms,
+                "lastRun": last.to_json() if last is not None else None,
+            }
+        return {"mode": self.mode, "jobs": jobs}

@@ -497,6 +497,23 @@ async def run_maintenance(admin: AdminClient, args: argparse.Namespace) -> Outpu
     return Output(run.to_json(), text)
 
 
+@command(
+    "maintenanceStatus",
+    "who runs each maintenance job on a broker (the platform, or the broker on fallback)",
+    arg("-b", "--brokerAddr", dest="broker_addr", required=True),
+    broker_level=True,
+)
+async def maintenance_status(admin: AdminClient, args: argparse.Namespace) -> Output:
+    status = await admin.maintenance_status(args.broker_addr)
+    rows = [("standaloneMaintenance", status.mode)]
+    for job, state in status.jobs.items():
+        driver = "broker (fallback: no platform pass within the lease)" if state.fallback else state.driver
+        last = state.last_run
+        ran = f"{format_timestamp(last.started_ms)} by {last.runner}: {last.result}" if last else "never"
+        rows += [(f"{job}.driver", driver), (f"{job}.leaseMs", state.lease_ms), (f"{job}.lastRun", ran)]
+    return Output(status.to_json(), key_values(rows))
+
+
 # -- parser and dispatch --------------------------------------------------------------------
 
 

@@ -34,6 +34,7 @@ from broker_core.client.adminmodels import (
     ConsumeStats,
     GroupSummary,
     MaintenanceRun,
+    MaintenanceStatus,
     OffsetSnapshot,
     QueueProgress,
     QueueStat,
@@ -769,18 +770,30 @@ class AdminClient(MessageOperations):
         await self._invoke(broker_addr, RequestCode.UPDATE_BROKER_CONFIG, body=text.encode("utf-8"))
         return await self.broker_config(broker_addr)
 
-    async def run_maintenance(self, broker_addr: str, job: str) -> MaintenanceRun:
-        """Run one maintenance job on the broker now and return how it went."""
+    async def run_maintenance(
+        self, broker_addr: str, job: str, *, scheduled: bool = False, lease_ms: int | None = None
+    ) -> MaintenanceRun:
+        """Run one maintenance job on the broker now and return how it went.
+
+        ``scheduled``: this is the platform's schedule driving the job, so the broker's own
+        timer stands by for the job's lease (at least ``lease_ms`` when given); an
+        operator's one-off run leaves the broker's timers as they are.
+        """
         if job not in MAINTENANCE_JOBS:
             raise AdminError(f"unknown maintenance job {job!r} (one of {', '.join(MAINTENANCE_JOBS)})")
-        response = await self._invoke(broker_addr, RequestCode.QUIVER_RUN_MAINTENANCE_JOB, {"job": job})
+        fields = {"job": job}
+        if scheduled:
+            fields["driver"] = "platform"
+            if lease_ms is not None:
+                fields["leaseMillis"] = str(lease_ms)
+        response = await self._invoke(broker_addr, RequestCode.QUIVER_RUN_MAINTENANCE_JOB, fields)
         return MaintenanceRun.from_json(job, self._json(response, "maintenance run"))
 
-    async def maintenance_status(self, broker_addr: str) -> dict[str, MaintenanceRun]:
-        """The last run of each maintenance job on the broker, by job name."""
+    async def maintenance_status(self, broker_addr: str) -> MaintenanceStatus:
+        """Who drives each maintenance job on the broker (platform, or the broker on
+        fallback), its lease, and its last run."""
         response = await self._invoke(broker_addr, RequestCode.QUIVER_GET_MAINTENANCE_STATUS)
-        body = self._json(response, "maintenance status")
-        return {str(job): MaintenanceRun.from_json(str(job), run) for job, run in sorted(body.items()) if run}
+        return MaintenanceStatus.from_json(self._json(response, "maintenance status"))
 
     async def offset_snapshot(self, broker_addr: str) -> OffsetSnapshot:
         """Every committed offset on the broker beside its queue's offsets, and the put/get

@@ -309,6 +309,8 @@ class MaintenanceRun:
     ok: bool = True
     result: str = ""
     details: Mapping[str, Any] = field(default_factory=dict)
+    # Who ran it: platform (its schedule), broker (its own timer) or manual (an operator).
+    runner: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -318,6 +320,7 @@ class MaintenanceRun:
             "ok": self.ok,
             "result": self.result,
             "details": dict(self.details),
+            "runner": self.runner,
         }
 
     @classmethod
@@ -329,6 +332,75 @@ class MaintenanceRun:
             bool(obj.get("ok", True)),
             str(obj.get("result") or ""),
             dict(obj.get("details") or {}),
+            str(obj.get("runner") or ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceJobState:
+    """Who drives one maintenance job on a broker, and its last run there.
+
+    ``driver`` is ``platform`` (its passes keep renewing the job's lease), ``broker`` (the
+    broker's own timer runs it) or ``none`` (``standaloneMaintenance = false`` and no
+    platform pass lately); ``fallback`` means the broker's timer runs it only because the
+    platform's passes stopped coming (or never came).
+    """
+
+    job: str
+    driver: str
+    fallback: bool
+    lease_ms: int
+    lease_left_ms: int
+    last_platform_ms: int | None
+    last_run: MaintenanceRun | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "driver": self.driver,
+            "fallback": self.fallback,
+            "leaseMs": self.lease_ms,
+            "leaseLeftMs": self.lease_left_ms,
+            "lastPlatformMs": self.last_platform_ms,
+            "lastRun": self.last_run.to_json() if self.last_run is not None else None,
+        }
+
+    @classmethod
+    def from_json(cls, job: str, obj: Mapping[str, Any]) -> MaintenanceJobState:
+        last = obj.get("lastRun")
+        platform_ms = obj.get("lastPlatformMs")
+        return cls(
+            job,
+            str(obj.get("driver") or ""),
+            bool(obj.get("fallback", False)),
+            int(obj.get("leaseMs") or 0),
+            int(obj.get("leaseLeftMs") or 0),
+            int(platform_ms) if platform_ms is not None else None,
+            MaintenanceRun.from_json(job, last) if last else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceStatus:
+    """A broker's maintenance: its ``standaloneMaintenance`` mode and each job's state."""
+
+    mode: str
+    jobs: Mapping[str, MaintenanceJobState]
+
+    @property
+    def fallback_jobs(self) -> list[str]:
+        """The jobs the broker runs itself because the platform is silent."""
+        return [job for job, state in self.jobs.items() if state.fallback]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "jobs": {job: state.to_json() for job, state in self.jobs.items()}}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> MaintenanceStatus:
+        jobs = obj.get("jobs") or {}
+        return cls(
+            str(obj.get("mode") or ""),
+            {str(job): MaintenanceJobState.from_json(str(job), state) for job, state in sorted(jobs.items())},
         )
 
 

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 from rocketmq.client import PushConsumer, RecvMessage
 
@@ -30,10 +31,14 @@ def main() -> None:
         body = msg.body.decode("utf-8", "replace") if isinstance(msg.body, bytes) else msg.body
         topic_seen = msg.topic.decode() if isinstance(msg.topic, bytes) else msg.topic
         with lock:
-            print(
-                json.dumps({"topic": topic_seen, "body": body, "reconsume_times": msg.reconsume_times}),
-                flush=True,
-            )
+            line = {
+                "topic": topic_seen,
+                "body": body,
+                "reconsume_times": msg.reconsume_times,
+                "store_timestamp": msg.store_timestamp,
+                "received_at": time.time(),
+            }
+            print(json.dumps(line), flush=True)
             seen += 1
             if seen >= expected:
                 done.set()

@@ -313,9 +313,19 @@ async def test_subscription_groups(broker: BrokerController, client: RemotingCli
     assert broker.store.consumer_offsets.query_offset("billing", "SomeTopic", 0) == -1
 
 
+@pytest.fixture
+async def requests_only_broker(tmp_path: Path) -> AsyncIterator[BrokerController]:
+    """A broker whose maintenance runs only on request (``standaloneMaintenance = false``)."""
+    async with run_broker(
+        tmp_path / "store", broker_name="broker-x", standalone_maintenance="false"
+    ) as broker:
+        yield broker
+
+
 async def test_runtime_info_broker_config_and_maintenance_jobs(
-    broker: BrokerController, client: RemotingClient
+    requests_only_broker: BrokerController, client: RemotingClient
 ) -> None:
+    broker = requests_only_broker
     await create_topic(client, broker, TOPIC, 1)
     for i in range(4):
         put(broker, 0, f"m{i}".encode())
@@ -347,8 +357,16 @@ async def test_runtime_info_broker_config_and_maintenance_jobs(
     assert unknown.code == ResponseCode.SYSTEM_ERROR and "delay_scan" in (unknown.remark or "")
 
     status = orjson.loads((await call(client, broker, RequestCode.QUIVER_GET_MAINTENANCE_STATUS)).body)
-    assert set(status) == {"delay_scan", "offset_persistence", "file_expiry"}
-    assert status["delay_scan"]["startedMs"] >= broker.boot_timestamp
+    assert status["mode"] == "false" and set(status["jobs"]) == {
+        "delay_scan",
+        "offset_persistence",
+        "file_expiry",
+    }
+    scanned = status["jobs"]["delay_scan"]
+    assert scanned["lastRun"]["startedMs"] >= broker.boot_timestamp
+    # Requests without driver=platform are an operator's: they renew no lease.
+    assert scanned["lastRun"]["runner"] == "manual" and scanned["driver"] == "none"
+    assert status["jobs"]["file_expiry"]["lastRun"]["runner"] == "manual"
 
     await asyncio.sleep(1.05)  # let the per-second rate buckets close
     info = orjson.loads((await call(client, broker, RequestCode.GET_BROKER_RUNTIME_INFO)).body)["table"]
@@ -358,8 +376,8 @@ async def test_runtime_info_broker_config_and_maintenance_jobs(
     assert info["brokerName"] == "broker-x" and info["bootTimestamp"] == str(broker.boot_timestamp)
     assert int(info["commitLogMaxOffset"]) == broker.store.commit_log.max_offset
     assert float(info["putTps"].split()[0]) > 0
-    assert info["maintenance.delay_scan.lastRunTimestamp"] == str(status["delay_scan"]["startedMs"])
-    assert info["standaloneMaintenance"] == "false"
+    assert info["maintenance.delay_scan.lastRunTimestamp"] == str(scanned["lastRun"]["startedMs"])
+    assert info["standaloneMaintenance"] == "false" and info["maintenance.delay_scan.driver"] == "none"
 
     config = await call(client, broker, RequestCode.GET_BROKER_CONFIG)
     lines = dict(line.split("=", 1) for line in config.body.decode().splitlines())

@@ -1,10 +1,14 @@
 """The maintenance jobs as broker operations.
 
-QUIVER_RUN_MAINTENANCE_JOB (90001, ext ``job``: delay_scan, file_expiry or
-offset_persistence) runs one job now and answers its record as JSON; Celery beat drives
-the jobs this way in the platform.  QUIVER_GET_MAINTENANCE_STATUS (90002) answers every
-job's last run.  RocketMQ's TRIGGER_DELETE_FILES (27) runs file expiry as a manual
-deletion (expired files go whatever the hour).
+QUIVER_RUN_MAINTENANCE_JOB (90001) runs one job now and answers its record as JSON.  Its
+ext fields: ``job`` (delay_scan, file_expiry or offset_persistence); ``driver``:
+``platform`` when the platform's schedule sends it (Celery beat's passes: each renews the
+job's lease, so the broker's own timer stands by), anything else or absent for an
+operator's one-off run; ``leaseMillis`` (optional): how long the platform promises its
+next pass within, when that is longer than the broker's configured lease.
+QUIVER_GET_MAINTENANCE_STATUS (90002) answers who drives each job (platform, broker, or
+broker on fallback), its lease and its last run.  RocketMQ's TRIGGER_DELETE_FILES (27)
+runs file expiry as a manual deletion (expired files go whatever the hour).
 """
 
 from __future__ import annotations
@@ -13,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from broker_core.broker.maintenance import FILE_EXPIRY, JobRun, UnknownJobError
+from broker_core.broker.maintenance import (
+    FILE_EXPIRY,
+    MANUAL,
+    PLATFORM,
+    BadLeaseError,
+    JobRun,
+    UnknownJobError,
+)
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
 
@@ -26,19 +37,30 @@ class MaintenanceProcessor:
         self.broker = broker
 
     async def run_job(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
-        job = request.ext_fields.get("job", "")
+        fields = request.ext_fields
+        job = fields.get("job", "")
+        runner = PLATFORM if fields.get("driver") == PLATFORM else MANUAL
         try:
-            run, _outcome = await self.broker.maintenance.run(job)
-        except UnknownJobError as exc:
-            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+            lease_ms = int(fields["leaseMillis"]) if fields.get("leaseMillis") else None
+            run, _outcome = await self.broker.maintenance.run(job, runner=runner, lease_ms=lease_ms)
+        except ValueError as exc:  # UnknownJobError, BadLeaseError, a leaseMillis not a number
+            known = isinstance(exc, UnknownJobError | BadLeaseError)
+            reason = str(exc) if known else f"bad leaseMillis: {exc}"
+            return request.response(ResponseCode.SYSTEM_ERROR, reason)
         return _answer(request, run)
 
     def status(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
-        """Each job's last run by job name (a job that never ran is absent)."""
-        return request.response(body=orjson.dumps(self.broker.maintenance.report()))
+        """Who drives each job, its lease and its last run (MaintenanceService.status)."""
+        return request.response(body=orjson.dumps(self.broker.maintenance.status()))
+
+    async def delete_expired_commit_log(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        """DELETE_EXPIRED_COMMITLOG (329): RocketMQ 4.9's admin processor answers it by running
+        the store's manual deletion of expired files, which is what TRIGGER_DELETE_FILES does
+        here, so the two codes share one path (and one record in the job's history)."""
+        return await self.trigger_delete_files(request, conn)
 
     async def trigger_delete_files(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
-        run, _outcome = await self.broker.maintenance.run(FILE_EXPIRY, manual=True)
+        run, _outcome = await self.broker.maintenance.run(FILE_EXPIRY, manual=True, runner=MANUAL)
         return _answer(request, run)
 
 

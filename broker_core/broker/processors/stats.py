@@ -221,13 +221,18 @@ class StatsProcessor:
             "consumerGroups": len(broker.clients.consumer_groups()),
             "producerGroups": len(broker.clients.producer_groups()),
             "topicCount": len(broker.topics.all()),
-            "standaloneMaintenance": str(broker.maintenance.timers_running).lower(),
+            "standaloneMaintenance": broker.maintenance.mode,
         }
         table.update(store.stats)
-        for job, run in broker.maintenance.last_runs.items():
-            table[f"maintenance.{job}.lastRunTimestamp"] = run.started_ms
-            table[f"maintenance.{job}.durationMs"] = f"{run.duration_ms:.3f}"
-            table[f"maintenance.{job}.result"] = run.result
+        for job, state in broker.maintenance.status()["jobs"].items():
+            table[f"maintenance.{job}.driver"] = state["driver"]
+            table[f"maintenance.{job}.fallback"] = str(state["fallback"]).lower()
+            run = state["lastRun"]
+            if run is not None:
+                table[f"maintenance.{job}.lastRunTimestamp"] = run["startedMs"]
+                table[f"maintenance.{job}.durationMs"] = f"{run['durationMs']:.3f}"
+                table[f"maintenance.{job}.result"] = run["result"]
+                table[f"maintenance.{job}.runner"] = run["runner"]
         return {key: "" if value is None else str(value) for key, value in table.items()}
 
 
