@@ -14,14 +14,23 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 from typing import Any
 
 from broker_core.cli.admin import add_admin_commands, run_command_line
-from broker_core.config import NamesrvConfig, StoreConfig, load_broker_config, load_properties
+from broker_core.config import (
+    NamesrvConfig,
+    StoreConfig,
+    load_broker_config,
+    load_properties,
+    unsupported_settings,
+)
 from broker_core.namesrv.server import NamesrvServer
 from broker_core.store.store import MessageStore
+
+log = logging.getLogger("broker_core")
 
 
 def _store_config(args: argparse.Namespace) -> StoreConfig:
@@ -66,6 +75,9 @@ def broker(args: argparse.Namespace) -> int:
     config, store_config, unknown = load_broker_config(load_properties(args.config))
     for key in unknown:
         print(f"warning: {args.config}: unknown broker setting {key!r} (ignored)", file=sys.stderr)
+    for warning in unsupported_settings(config, store_config):
+        print(f"warning: {args.config}: {warning}", file=sys.stderr)
+        log.warning("%s: %s", args.config, warning)
     return _serve(BrokerController(config, store_config))
 
 

@@ -23,11 +23,13 @@ from broker_core.tags import parse_tags
 
 log = logging.getLogger(__name__)
 
+BROADCASTING = "BROADCASTING"
+CLUSTERING = "CLUSTERING"
 _MESSAGE_MODELS = {
-    0: "BROADCASTING",
-    1: "CLUSTERING",
-    "BROADCASTING": "BROADCASTING",
-    "CLUSTERING": "CLUSTERING",
+    0: BROADCASTING,
+    1: CLUSTERING,
+    BROADCASTING: BROADCASTING,
+    CLUSTERING: CLUSTERING,
 }
 _CONSUME_TYPES = {
     0: "CONSUME_ACTIVELY",
@@ -223,6 +225,19 @@ class ClientTables:
 
     def consumer_ids(self, group: str) -> list[str]:
         return sorted(self.consumers.get(group, {}))
+
+    def message_model(self, group: str, conn: Any) -> str | None:
+        """How ``group`` consumes, as its heartbeats said: the model of its consumer on
+        ``conn`` (the puller), else of any member; None when no member is connected.
+
+        RocketMQ keeps one model per group, the last heartbeat's; a pull's connection
+        names the very consumer that pulls.
+        """
+        members = list(self.consumers.get(group, {}).values())
+        for client in members:
+            if client.conn is conn:
+                return client.message_model
+        return members[-1].message_model if members else None
 
     def subscription(self, group: str, topic: str) -> Subscription | None:
         for client in self.consumers.get(group, {}).values():

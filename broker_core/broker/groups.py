@@ -32,6 +32,16 @@ from broker_core.topics import group_problem
 SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json"
 MASTER_ID = 0
 
+# Groups RocketMQ's own tools consume with (MixAll): known on every broker, never stored,
+# so browsing messages works whatever autoCreateSubscriptionGroup says.
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+FILTERSRV_CONSUMER_GROUP = "FILTERSRV_CONSUMER"
+SELF_TEST_CONSUMER_GROUP = "SELF_TEST_C_GROUP"
+CID_RMQ_SYS_PREFIX = "CID_RMQ_SYS_"
+BUILT_IN_CONSUMER_GROUPS = frozenset(
+    {TOOLS_CONSUMER_GROUP, FILTERSRV_CONSUMER_GROUP, SELF_TEST_CONSUMER_GROUP}
+)
+
 GroupName = str
 
 
@@ -130,3 +140,33 @@ class SubscriptionGroupManager(VersionedConfigTable[SubscriptionGroupConfig]):
     @staticmethod
     def config_from_json(obj: Mapping[str, Any]) -> SubscriptionGroupConfig:
         return SubscriptionGroupConfig.from_json(obj)
+
+    def find(self, group: GroupName, *, auto_create: bool) -> SubscriptionGroupConfig | None:
+        """The group's config; an unknown group is created with defaults when ``auto_create``
+        (RocketMQ's ``findSubscriptionGroupConfig``), else None.
+
+        RocketMQ's built-in tool groups are always found, with default settings and without
+        being stored, as RocketMQ keeps them in memory from its start.
+        """
+        config = self.get(group)
+        if config is not None:
+            return config
+        if is_built_in_consumer_group(group):
+            return SubscriptionGroupConfig(group)
+        if not auto_create:
+            return None
+        self.ensure(SubscriptionGroupConfig(group))
+        return self.get(group)
+
+
+def is_built_in_consumer_group(group: GroupName) -> bool:
+    """Whether ``group`` is one RocketMQ's tools and system consumers use (``MixAll``)."""
+    return group in BUILT_IN_CONSUMER_GROUPS or group.startswith(CID_RMQ_SYS_PREFIX)
+
+
+def group_not_exist_remark(group: GroupName) -> str:
+    """SUBSCRIPTION_GROUP_NOT_EXIST's remark: RocketMQ's words, then what to do about it."""
+    return (
+        f"subscription group not exist, {group}: this broker has autoCreateSubscriptionGroup=false, "
+        "so create the group first (quiver-admin updateSubGroup, or the console)"
+    )

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from broker_core.broker.groups import SubscriptionGroupConfig
-from broker_core.broker.topics import PERM_READ, PERM_WRITE, TopicConfig
+from broker_core.broker.groups import group_not_exist_remark
+from broker_core.broker.retry import ensure_send_back_topic
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.topics import retry_topic
 
 if TYPE_CHECKING:
     from broker_core.broker.controller import BrokerController
+
+log = logging.getLogger(__name__)
 
 
 class ClientProcessor:
@@ -22,12 +25,25 @@ class ClientProcessor:
         self._watched: set[int] = set()
 
     def heartbeat(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        """Register the client's producer and consumer groups.
+
+        With ``autoCreateSubscriptionGroup = false`` a consumer group this broker does not
+        know is refused here, not only at its pulls.  RocketMQ 4.9 answers such a heartbeat
+        SUCCESS and registers the consumer anyway, whose pulls then all fail: the consumer
+        looks online in every tool while it cannot consume.  Here the unknown groups are
+        left out (no membership, no retry topic) and the answer is
+        SUBSCRIPTION_GROUP_NOT_EXIST naming them and the setting, so the refusal shows in
+        the client's log; the rest of the heartbeat (producers, known groups) still counts.
+        The official C++ and Java clients log a refused heartbeat and carry on, sending the
+        next one on their timer: once the group is created they are served.
+        """
         try:
             body = orjson.loads(request.body) if request.body else {}
         except orjson.JSONDecodeError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, f"the heartbeat body is not JSON: {exc}")
         if not isinstance(body, dict) or not body.get("clientID"):
             return request.response(ResponseCode.SYSTEM_ERROR, "the heartbeat body lacks clientID")
+        refused = self._drop_unknown_groups(body)
         try:
             changed = self.broker.clients.heartbeat(
                 body, conn, language=request.language, version=request.version, now_ms=self.broker.clock_ms()
@@ -39,14 +55,37 @@ class ClientProcessor:
             self._ensure_group(str(consumer["groupName"]))
         for group in changed:
             self.broker.clients.notify_ids_changed(group)
+        if refused:
+            remark = "; ".join(group_not_exist_remark(group) for group in refused)
+            log.warning("heartbeat of %s refused: %s", body.get("clientID"), remark)
+            return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, remark)
         return request.response()
 
+    def _drop_unknown_groups(self, body: dict[str, Any]) -> list[str]:
+        """Take the consumer groups the broker may not serve out of ``body``; return their names.
+
+        A group is known when it is stored, or created now because autoCreateSubscriptionGroup
+        is on (RocketMQ's ``findSubscriptionGroupConfig``).
+        """
+        consumers = body.get("consumerDataSet")
+        if not isinstance(consumers, list):
+            return []
+        auto_create = self.broker.config.auto_create_subscription_group
+        kept, refused = [], []
+        for consumer in consumers:
+            group = str(consumer.get("groupName", "")) if isinstance(consumer, dict) else ""
+            if group and self.broker.groups.find(group, auto_create=auto_create) is None:
+                refused.append(group)
+            else:
+                kept.append(consumer)
+        body["consumerDataSet"] = kept
+        return refused
+
     def _ensure_group(self, group: str) -> None:
-        """A consumer group gets its subscription config and its retry topic, as in RocketMQ."""
-        if self.broker.config.auto_create_subscription_group:
-            self.broker.groups.ensure(SubscriptionGroupConfig(group))
-        if self.broker.topics.ensure(TopicConfig(retry_topic(group), 1, 1, PERM_READ | PERM_WRITE)):
-            self.broker.topics_changed()
+        """A known consumer group gets its retry topic, with the group's retryQueueNums queues."""
+        config = self.broker.groups.find(group, auto_create=self.broker.config.auto_create_subscription_group)
+        if config is not None:
+            ensure_send_back_topic(self.broker, retry_topic(group), max(1, config.retry_queue_nums))
 
     def _watch(self, conn: Any) -> None:
         if id(conn) in self._watched:

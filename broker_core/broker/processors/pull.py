@@ -5,6 +5,15 @@ its queue or its suspend timeout passes, then read once more.  Arrivals come fro
 store's dispatcher (``MessageStore.add_arrival_listener``), possibly on another thread,
 and are handed to the event loop with ``call_soon_threadsafe``.
 
+With ``longPollingEnable = false`` (short polling) such a pull is held for
+``shortPollingTimeMills`` instead, and arrivals do not wake it: as in RocketMQ, where the
+store notifies held pulls only under long polling.
+
+Before anything is read the consumer group must be allowed to consume here: a group the
+broker does not know (with ``autoCreateSubscriptionGroup = false``), a group with
+``consumeEnable = false``, and a broadcasting consumer of a group with
+``consumeBroadcastEnable = false`` are refused, each with a remark naming the setting.
+
 Every response carries suggestWhichBrokerId, nextBeginOffset, minOffset and maxOffset as
 strings: the C++ client reads them for every response code.
 """
@@ -16,6 +25,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from broker_core.broker.clients import BROADCASTING
+from broker_core.broker.groups import SubscriptionGroupConfig, group_not_exist_remark
 from broker_core.broker.topics import is_readable
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
@@ -119,6 +130,10 @@ class PullProcessor:
             header = PullHeader.parse(request)
         except ValueError as exc:
             return self._reply(request, ResponseCode.SYSTEM_ERROR, f"malformed pull header: {exc}", None, 0)
+        refusal = self._group_refusal(header, conn)
+        if refusal is not None:
+            code, remark = refusal
+            return self._reply(request, code, remark, None, header.queue_offset)
         config = self.broker.topics.get(header.topic)
         if config is None:
             return self._reply(
@@ -166,18 +181,60 @@ class PullProcessor:
         if (
             result.status.no_new_message
             and header.sys_flag & FLAG_SUSPEND
-            and self.broker.config.long_polling_enable
             and header.queue_offset == result.next_begin_offset
         ):
-            await self.hold.wait(
-                header.topic, header.queue_id, min(header.suspend_timeout_ms, MAX_SUSPEND_MS) / 1000
-            )
+            await self._hold(header)
             result = store.get_message(
                 header.topic, header.queue_id, header.queue_offset, header.max_msg_nums, codes
             )
         if result.status is GetMessageStatus.FOUND:
             self.broker.stats.record_get(header.group, header.topic, len(result.messages))
         return self._result_reply(request, header, result)
+
+    def _group_refusal(self, header: PullHeader, conn: Any) -> tuple[int, str] | None:
+        """Why the group may not pull here (response code, remark), or None when it may.
+
+        An unknown group is created with defaults when autoCreateSubscriptionGroup allows
+        it, as RocketMQ does on a pull.  RocketMQ checks consumeBroadcastEnable only for
+        pulls that do not carry their subscription; the C++ push consumer carries it on
+        every pull, so here the model its heartbeat registered is checked on every pull:
+        otherwise the setting would never stop a C++ broadcasting consumer.
+        """
+        group = header.group
+        config = self.broker.groups.find(group, auto_create=self.broker.config.auto_create_subscription_group)
+        if config is None:
+            return ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, group_not_exist_remark(group)
+        if not config.consume_enable:
+            return (
+                ResponseCode.NO_PERMISSION,
+                f"subscription group no permission, {group}: its consumeEnable is false",
+            )
+        if self._broadcast_refused(config, conn):
+            return (
+                ResponseCode.NO_PERMISSION,
+                f"the consumer group[{group}] can not consume by broadcast way: "
+                "its consumeBroadcastEnable is false",
+            )
+        return None
+
+    def _broadcast_refused(self, config: SubscriptionGroupConfig, conn: Any) -> bool:
+        """Whether the puller consumes by broadcast and its group does not allow it."""
+        if config.consume_broadcast_enable:
+            return False
+        return self.broker.clients.message_model(config.group_name, conn) == BROADCASTING
+
+    async def _hold(self, header: PullHeader) -> None:
+        """Hold a pull that found nothing: until a message arrives or the client's suspend
+        timeout passes (long polling), or for shortPollingTimeMills (short polling).
+
+        Both are capped at MAX_SUSPEND_MS, so the C++ client never times a held pull out.
+        """
+        config = self.broker.config
+        if config.long_polling_enable:
+            timeout_ms = min(header.suspend_timeout_ms, MAX_SUSPEND_MS)
+            await self.hold.wait(header.topic, header.queue_id, timeout_ms / 1000)
+        else:
+            await asyncio.sleep(min(config.short_polling_time_mills, MAX_SUSPEND_MS) / 1000)
 
     def _result_reply(
         self, request: RemotingCommand, header: PullHeader, result: GetMessageResult

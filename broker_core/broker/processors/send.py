@@ -7,6 +7,11 @@ the client zlib-compressed as a whole (the C++ client does so from 4 KiB) is inf
 first and its items stored uncompressed, as they were sent.  The response
 always carries its extFields as strings: the C++ client crashes on a SEND success
 without them.
+
+A message sent straight to ``%RETRY%<group>`` (Java's fallback when CONSUMER_SEND_MSG_BACK
+fails, and how its orderly consumer gives a message up) is checked as RocketMQ's
+``handleRetryAndDLQ`` does: once its reconsumeTimes reaches the most allowed it is stored
+in ``%DLQ%<group>`` instead.
 """
 
 from __future__ import annotations
@@ -19,14 +24,29 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from broker_core.broker.groups import group_not_exist_remark
+from broker_core.broker.retry import (
+    DLQ_NUMS_PER_GROUP,
+    ensure_send_back_topic,
+    max_reconsume_times,
+    retry_group_of,
+)
 from broker_core.broker.topics import PERM_INHERIT, TopicConfig, is_inherited, is_writeable
 from broker_core.broker.transaction import is_prepared, to_half
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.headers import header_bool
-from broker_core.store.message import COMPRESSED_FLAG, MessageBatchInner, MessageInner, decode_properties
+from broker_core.store.message import (
+    COMPRESSED_FLAG,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_MAX_RECONSUME_TIMES,
+    MessageBatchInner,
+    MessageInner,
+    decode_properties,
+    encode_properties,
+)
 from broker_core.store.results import PutMessageResult, PutMessageStatus
-from broker_core.topics import SCHEDULE_TOPIC, topic_problem
+from broker_core.topics import SCHEDULE_TOPIC, dlq_topic, topic_problem
 
 if TYPE_CHECKING:
     from broker_core.broker.controller import BrokerController
@@ -107,6 +127,8 @@ class SendHeader:
     properties: str
     reconsume_times: int
     batch: bool
+    # Java sends its consumer's maxReconsumeTimes with a message bound for %RETRY%<group>.
+    max_reconsume_times: int | None = None
 
     @classmethod
     def parse(cls, request: RemotingCommand) -> SendHeader:
@@ -142,6 +164,7 @@ class SendHeader:
                 _int(fields, "reconsumeTimes", 0),
             )
         queue_nums, queue_id, sys_flag, born_timestamp, flag, reconsume_times = numbers
+        max_times = get("maxReconsumeTimes")
         return cls(
             get("producerGroup", ""),
             topic,
@@ -154,7 +177,16 @@ class SendHeader:
             get("properties", ""),
             reconsume_times,
             code == _BATCH_CODE or header_bool(get("batch")),
+            _int(fields, "maxReconsumeTimes", 0) if max_times else None,
         )
+
+
+def _property_int(properties: dict[str, str], name: str) -> int | None:
+    """A numeric message property, or None when absent or not a number."""
+    try:
+        return int(properties[name])
+    except (KeyError, ValueError):
+        return None
 
 
 class SendProcessor:
@@ -174,6 +206,8 @@ class SendProcessor:
         try:
             header = SendHeader.parse(request)
             topic_config = self._writable_topic(header)
+            if not header.batch and retry_group_of(header.topic) is not None:
+                topic_config = self._retry_or_dlq(header, topic_config)
             queue_id = self._queue_id(header, topic_config)
             if header.batch and header.sys_flag & COMPRESSED_FLAG and request.body[:1] == ZLIB_FIRST_BYTE:
                 return self._store_compressed_batch(request, header, queue_id, conn)
@@ -327,6 +361,42 @@ class SendProcessor:
             )
             self.broker.topics_changed()
         return self.broker.topics.get(header.topic)
+
+    def _retry_or_dlq(self, header: SendHeader, config: TopicConfig) -> TopicConfig:
+        """A message sent to ``%RETRY%<group>``: redirect ``header`` to ``%DLQ%<group>``
+        (queue 0, no delay) once it has been reconsumed the most allowed times; return the
+        config of the topic it now goes to.
+
+        The most allowed is the header's maxReconsumeTimes (Java moves it there), else the
+        message's MAX_RECONSUME_TIMES property, else the group's retryMaxTimes.  An unknown
+        group is refused unless autoCreateSubscriptionGroup creates it.
+        """
+        group = retry_group_of(header.topic)
+        assert group is not None
+        group_config = self.broker.groups.find(
+            group, auto_create=self.broker.config.auto_create_subscription_group
+        )
+        if group_config is None:
+            raise SendError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, group_not_exist_remark(group))
+        properties = decode_properties(header.properties)
+        asked = header.max_reconsume_times
+        if asked is None:
+            asked = _property_int(properties, PROPERTY_MAX_RECONSUME_TIMES)
+        max_times = max_reconsume_times(group_config, asked)
+        if header.reconsume_times < max_times:
+            return config
+        retry_topic, header.topic = header.topic, dlq_topic(group)
+        header.queue_id = DLQ_NUMS_PER_GROUP - 1
+        if properties.pop(PROPERTY_DELAY_TIME_LEVEL, None) is not None:
+            header.properties = encode_properties(properties).decode("utf-8")
+        log.info(
+            "a message sent to %s goes to %s: reconsumed %d times, at most %d",
+            retry_topic,
+            header.topic,
+            header.reconsume_times,
+            max_times,
+        )
+        return ensure_send_back_topic(self.broker, header.topic, DLQ_NUMS_PER_GROUP)
 
     @staticmethod
     def _queue_id(header: SendHeader, config: TopicConfig) -> int:

@@ -12,8 +12,8 @@ import logging
 import random
 from typing import TYPE_CHECKING, Any
 
-from broker_core.broker.groups import SubscriptionGroupConfig
-from broker_core.broker.topics import PERM_READ, PERM_WRITE, TopicConfig
+from broker_core.broker.groups import group_not_exist_remark
+from broker_core.broker.retry import ensure_send_back_topic, max_reconsume_times
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.store.message import (
@@ -30,10 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# RocketMQ: a DLQ topic is created readable-writable-less (PERM_WRITE only would refuse
-# consumers; the console reads it), with one queue.
-DLQ_PERM = PERM_READ | PERM_WRITE
-
 
 class SendBackProcessor:
     def __init__(self, broker: BrokerController) -> None:
@@ -48,14 +44,9 @@ class SendBackProcessor:
             max_times_override = int(fields["maxReconsumeTimes"]) if fields.get("maxReconsumeTimes") else None
         except ValueError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, f"malformed send-back header: {exc}")
-        config = self.broker.groups.get(group)
+        config = self.broker.groups.find(group, auto_create=self.broker.config.auto_create_subscription_group)
         if config is None:
-            if not self.broker.config.auto_create_subscription_group:
-                return request.response(
-                    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
-                )
-            config = SubscriptionGroupConfig(group)
-            self.broker.groups.ensure(config)
+            return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, group_not_exist_remark(group))
         if config.retry_queue_nums <= 0:
             return request.response()
         store = self.broker.store
@@ -69,10 +60,10 @@ class SendBackProcessor:
         props.setdefault(
             PROPERTY_ORIGIN_MESSAGE_ID, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or original.msg_id
         )
-        max_times = max_times_override if max_times_override is not None else config.retry_max_times
+        max_times = max_reconsume_times(config, max_times_override)
         if original.reconsume_times >= max_times or delay_level < 0:
             topic, queue_id = dlq_topic(group), 0
-            self._ensure_topic(topic)
+            ensure_send_back_topic(self.broker, topic)
             log.info(
                 "message %s of group %s goes to %s after %d tries",
                 original.msg_id,
@@ -82,7 +73,7 @@ class SendBackProcessor:
             )
         else:
             topic = retry_topic(group)
-            self._ensure_topic(topic, queues=config.retry_queue_nums)
+            ensure_send_back_topic(self.broker, topic, queues=config.retry_queue_nums)
             queue_id = random.randrange(max(1, config.retry_queue_nums))
             props[PROPERTY_DELAY_TIME_LEVEL] = str(
                 delay_level if delay_level > 0 else 3 + original.reconsume_times
@@ -104,7 +95,3 @@ class SendBackProcessor:
                 ResponseCode.SYSTEM_ERROR, f"re-storing the message failed: {result.remark}"
             )
         return request.response()
-
-    def _ensure_topic(self, topic: str, queues: int = 1) -> None:
-        if self.broker.topics.ensure(TopicConfig(topic, queues, queues, DLQ_PERM)):
-            self.broker.topics_changed()

@@ -1,0 +1,51 @@
+"""Where a consumer group's redeliveries go: ``%RETRY%<group>``, and once a message has been
+retried the group's maximum, ``%DLQ%<group>``.
+
+Shared by CONSUMER_SEND_MSG_BACK (``processors/sendback.py``), by sends made straight to
+``%RETRY%<group>`` (``processors/send.py``: Java's fallback when a send-back fails, and how
+its orderly consumer gives a message up) and by heartbeats (``processors/clients.py``),
+as RocketMQ's ``createTopicInSendMessageBackMethod`` serves all three.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker_core.broker.groups import SubscriptionGroupConfig
+from broker_core.broker.topics import PERM_READ, PERM_WRITE, TopicConfig
+from broker_core.topics import RETRY_GROUP_TOPIC_PREFIX
+
+if TYPE_CHECKING:
+    from broker_core.broker.controller import BrokerController
+
+# RocketMQ creates retry and DLQ topics readable and writeable (PERM_WRITE alone would
+# refuse the console, which reads and resends from the DLQ).
+DLQ_PERM = PERM_READ | PERM_WRITE
+# A group's DLQ has one queue (RocketMQ ``DLQ_NUMS_PER_GROUP``): messages land in queue 0.
+DLQ_NUMS_PER_GROUP = 1
+
+
+def ensure_send_back_topic(broker: BrokerController, topic: str, queues: int = 1) -> TopicConfig:
+    """The config of a retry or DLQ topic, created with ``queues`` queues if missing.
+
+    A new topic is announced to the nameservers at once, so consumers find its route.
+    An existing topic keeps its config (an operator may have changed it).
+    """
+    if broker.topics.ensure(TopicConfig(topic, queues, queues, DLQ_PERM)):
+        broker.topics_changed()
+    config = broker.topics.get(topic)
+    assert config is not None, f"{topic} was just ensured"
+    return config
+
+
+def retry_group_of(topic: str) -> str | None:
+    """The group whose retry topic ``topic`` is (``%RETRY%<group>``), or None."""
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+    return None
+
+
+def max_reconsume_times(config: SubscriptionGroupConfig, asked: int | None) -> int:
+    """How often a message of the group may be redelivered: what the client asked for
+    (Java sends its consumer's maxReconsumeTimes), else the group's ``retryMaxTimes``."""
+    return config.retry_max_times if asked is None else asked
