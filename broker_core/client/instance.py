@@ -23,9 +23,9 @@ import logging
 import random
 import threading
 import zlib
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import orjson
 import uvloop
@@ -43,12 +43,21 @@ from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.errors import RemotingError
 from broker_core.remoting.server import Handler
-from broker_core.store.message import PROPERTY_PRODUCER_GROUP, RecordFormatError, decode_record
+from broker_core.store.message import (
+    PROPERTY_PRODUCER_GROUP,
+    RecordFormatError,
+    decode_properties,
+    decode_record,
+)
+
+if TYPE_CHECKING:
+    from broker_core.client.producer.producer import Producer
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 MASTER_ID = 0
+PROPERTY_CORRELATION_ID = "CORRELATION_ID"  # RocketMQ MessageConst: pairs a reply with its request
 
 
 class GroupMember(Protocol):
@@ -117,6 +126,7 @@ class ClientInstance:
         self._callbacks = concurrent.futures.ThreadPoolExecutor(
             max_workers=4, thread_name_prefix=f"quiver-callback-{self.client_id}"
         )
+        self._inner_producer: Producer | None = None
         # Sockets of threads that block on their own requests (synchronous sends).
         self._blocking = BlockingChannels(connect_timeout=config.request_timeout_ms / 1000)
 
@@ -132,6 +142,9 @@ class ClientInstance:
         self._remoting.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
         self._remoting.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state)
         self._remoting.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_running_info)
+        self._remoting.register(RequestCode.CONSUME_MESSAGE_DIRECTLY, self._on_consume_message_directly)
+        self._remoting.register(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, self._on_consumer_status)
+        self._remoting.register(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self._on_reply_message)
         self._timers = [
             asyncio.create_task(self._every(self.config.poll_name_server_interval, self.refresh_routes)),
             asyncio.create_task(self._every(self.config.heartbeat_broker_interval, self.heartbeat_all)),
@@ -170,6 +183,63 @@ class ClientInstance:
         if info is None:
             return request.response(ResponseCode.SYSTEM_ERROR, "no consumer of that group in this client")
         return request.response(body=fastjson.dumps(info()))
+
+    async def _on_consume_message_directly(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        """A console has a consumer of ours consume one message now (relayed by the broker):
+        its listener runs once, off the loop, and its ConsumeMessageDirectlyResult is the body."""
+        group = request.ext_fields.get("consumerGroup", "")
+        member = self.consumers.get(group)
+        if member is None:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{group}> not exist in this consumer"
+            )
+        consume = getattr(member, "consume_message_directly", None)
+        if consume is None:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"consumer group {group} of client {self.client_id} has no message listener "
+                "(a pull consumer): it cannot consume a message directly",
+            )
+        try:
+            msg = decode_record(request.body)
+        except (RecordFormatError, ValueError) as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"malformed message record: {exc}")
+        result = await consume(msg, request.ext_fields.get("brokerName", ""))
+        return request.response(body=fastjson.dumps(result))
+
+    def _on_consumer_status(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        """A broker asks a group's offsets of a topic here (RocketMQ's GetConsumerStatusBody:
+        queue -> offset; all topics when none is named, nothing for an unknown group)."""
+        member = self.consumers.get(request.ext_fields.get("group", ""))
+        status = getattr(member, "consumer_status", None)
+        offsets = status(request.ext_fields.get("topic", "")) if status is not None else {}
+        return request.response(body=fastjson.dumps({"messageQueueTable": offsets, "consumerTable": {}}))
+
+    def _on_reply_message(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        """A broker pushes the reply to a request-reply message: no request of this client
+        waits for one (it sends none), so, as Java's client does with a reply nobody waits
+        for, it is acknowledged and logged."""
+        log.warning(
+            "reply message (correlation %s) from %s: no request of this client waits for it",
+            decode_properties(request.ext_fields.get("properties", "")).get(PROPERTY_CORRELATION_ID, ""),
+            conn.remote_address,
+        )
+        return request.response()
+
+    def inner_producer(self) -> Producer:
+        """The instance's own producer (RocketMQ's CLIENT_INNER_PRODUCER), made on first use:
+        consumers send failed messages to their retry topic through it."""
+        from broker_core.client.producer.producer import Producer  # producer imports this module
+
+        with self._state_lock:
+            if self._inner_producer is None:
+                self._inner_producer = Producer.inner(self)
+            return self._inner_producer
+
+    async def run_blocking(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` on the callback threads, awaited from the loop (a listener,
+        which may block or send synchronously, must not run on the loop)."""
+        return await asyncio.get_running_loop().run_in_executor(self._callbacks, partial(fn, *args, **kwargs))
 
     def _on_reset_offset(self, request: RemotingCommand, conn: Any) -> None:
         """A broker reset a group's offsets (the console, mqadmin): its consumer jumps there."""

@@ -327,6 +327,17 @@ class LocalFileOffsetStore:
         return self._table.snapshot()
 
 
+def topic_offsets(store: OffsetStore | None, topic: str) -> dict[MessageQueue, Offset]:
+    """The offsets ``store`` holds for ``topic``'s queues, or for every queue when ``topic``
+    is blank (RocketMQ's ``cloneOffsetTable``); nothing before the consumer started."""
+    if store is None:
+        return {}
+    table = store.offsets()
+    if not topic.strip():
+        return table
+    return {mq: offset for mq, offset in table.items() if mq.topic == topic}
+
+
 def format_offsets(table: dict[MessageQueue, Offset]) -> bytes:
     """RocketMQ's OffsetSerializeWrapper in fastjson's dialect (queue objects as keys)."""
     return fastjson.dumps({"offsetTable": dict(sorted(table.items()))})

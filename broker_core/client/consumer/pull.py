@@ -57,6 +57,7 @@ from broker_core.client.consumer.offsetstore import (
     OffsetStore,
     ReadOffsetType,
     RemoteBrokerOffsetStore,
+    topic_offsets,
 )
 from broker_core.client.consumer.rebalance import (
     AllocateMessageQueueAveragely,
@@ -352,6 +353,10 @@ class PullConsumer:
         if self._subscriptions:
             data["subscriptionDataSet"] = [s.to_json() for s in self._subscriptions.values()]
         return data
+
+    def consumer_status(self, topic: str) -> dict[MessageQueue, int]:
+        """GET_CONSUMER_STATUS_FROM_CLIENT: the offsets held for ``topic``'s queues."""
+        return topic_offsets(self.offset_store, topic)
 
     def on_consumer_ids_changed(self) -> None:
         """The group's members changed (the instance relays the broker's notice): rebalance now."""

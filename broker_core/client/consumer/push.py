@@ -12,7 +12,13 @@ has them delivered again (at least once).
 With ``orderly=True`` each queue is consumed by one thread at a time, in queue order,
 and only while this consumer holds the queue's lock on the broker (LOCK_BATCH_MQ, renewed
 every 20 s): a batch the listener refuses is retried here after a pause, never sent
-back, so order holds across failures and rebalances.
+back, so order holds across failures and rebalances.  Only a message refused
+``max_reconsume_times`` times (when set: by default orderly retries for ever, as
+RocketMQ's does) is given up: sent to the group's dead-letter queue, and the queue goes on.
+
+Brokers may also ask the consumer to consume one message directly (the console's
+"resend to client": the listener runs once, nothing is committed or sent back) and for
+its offsets (GET_CONSUMER_STATUS_FROM_CLIENT).
 
 Queues are assigned by a rebalance: every 20 s, at start, and at once when the broker
 says the group changed (NOTIFY_CONSUMER_IDS_CHANGED).  Pulling a queue stops while it
@@ -35,14 +41,21 @@ import orjson
 
 from broker_core.client.config import ClientConfig
 from broker_core.client.consumer.assignment import readable_queues, start_offset
+from broker_core.client.consumer.direct import consume_directly
 from broker_core.client.consumer.offsetstore import (
     NO_OFFSET,
     LocalFileOffsetStore,
     OffsetStore,
     RemoteBrokerOffsetStore,
+    topic_offsets,
 )
 from broker_core.client.consumer.pull import SubscriptionData
 from broker_core.client.consumer.rebalance import AllocateMessageQueueAveragely, sort_for_allocate
+from broker_core.client.consumer.sendback import (
+    effective_max_reconsume_times,
+    send_back,
+    send_to_dead_letter,
+)
 from broker_core.client.consumer.workers import ConsumeWorkers
 from broker_core.client.instance import ClientInstance
 from broker_core.errors import BrokerRefusedError, ClientError, NoRouteError
@@ -146,7 +159,7 @@ class PushConsumer:
         pull_batch_size: int = 32,
         pull_threshold_for_queue: int = 1000,
         pull_threshold_size_for_queue: int = 100 * 1024 * 1024,
-        max_reconsume_times: int = 16,
+        max_reconsume_times: int = -1,
         rebalance_interval_ms: int = 20_000,
         offset_store_dir: str | None = None,
         orderly: bool = False,
@@ -166,6 +179,7 @@ class PushConsumer:
         self.pull_batch_size = pull_batch_size
         self.pull_threshold_for_queue = pull_threshold_for_queue
         self.pull_threshold_size_for_queue = pull_threshold_size_for_queue
+        # RocketMQ's maxReconsumeTimes: -1 is 16 for concurrent consumption, unbounded orderly.
         self.max_reconsume_times = max_reconsume_times
         self.rebalance_interval_ms = rebalance_interval_ms
         self.offset_store_dir = offset_store_dir
@@ -197,6 +211,11 @@ class PushConsumer:
     @property
     def clustering(self) -> bool:
         return self.message_model == "CLUSTERING"
+
+    @property
+    def effective_max_reconsume_times(self) -> int:
+        """The reconsume count at which a message is given up (to the DLQ)."""
+        return effective_max_reconsume_times(self.max_reconsume_times, orderly=self.orderly)
 
     def _all_subscriptions(self) -> dict[str, str]:
         subs = dict(self.subscriptions)
@@ -358,6 +377,21 @@ class PushConsumer:
         if self._stopping:
             return
         asyncio.get_running_loop().create_task(self.rebalance())
+
+    async def consume_message_directly(self, msg: MessageExt, broker_name: str) -> dict[str, Any]:
+        """CONSUME_MESSAGE_DIRECTLY: the listener on ``msg`` once, off the loop; its
+        ConsumeMessageDirectlyResult.  No send-back, no offset commit, whatever it answers."""
+        assert self.listener is not None and self._instance is not None
+        if msg.sys_flag & COMPRESSED_FLAG:
+            msg.body = msg.uncompressed_body()
+            msg.sys_flag &= ~COMPRESSED_FLAG
+        self._reset_retry_topic([msg])
+        log.info("consumer %s: consuming %s directly (from %s)", self.group, msg.msg_id, broker_name)
+        return await self._instance.run_blocking(consume_directly, self.listener, msg, orderly=self.orderly)
+
+    def consumer_status(self, topic: str) -> dict[MessageQueue, int]:
+        """GET_CONSUMER_STATUS_FROM_CLIENT: the offsets held for ``topic``'s queues."""
+        return topic_offsets(self._store, topic)
 
     def on_reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET: drop the queues, take the new offsets, pull again."""
@@ -525,10 +559,7 @@ class PushConsumer:
                 msg.body = msg.uncompressed_body()
                 msg.sys_flag &= ~COMPRESSED_FLAG
         if pq.mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            for msg in msgs:
-                original = msg.properties.get(PROPERTY_RETRY_TOPIC)
-                if original:
-                    msg.topic = original  # the application sees the topic it subscribed to
+            self._reset_retry_topic(msgs)
         pq.next_offset = next_offset
         if not msgs:
             self._consumed(pq, [])
@@ -541,6 +572,15 @@ class PushConsumer:
             batch = msgs[start : start + self.batch_size]
             assert self._pool is not None
             self._pool.submit(self._consume, pq, batch)
+
+    def _reset_retry_topic(self, msgs: list[MessageExt]) -> None:
+        """Redeliveries (from the group's retry topic) show the topic the application
+        subscribed to (RocketMQ's resetRetryAndNamespace)."""
+        group_retry_topic = retry_topic(self.group)
+        for msg in msgs:
+            original = msg.properties.get(PROPERTY_RETRY_TOPIC)
+            if original and msg.topic == group_retry_topic:
+                msg.topic = original
 
     # -- consuming -------------------------------------------------------------------------------
 
@@ -569,9 +609,10 @@ class PushConsumer:
         self._consumed(pq, batch)
 
     async def _send_back_then_settle(self, pq: ProcessQueue, batch: list[MessageExt]) -> None:
+        assert self._instance is not None
         failed = []
         for msg in batch:
-            if not await self._send_back(msg):
+            if not await send_back(self._instance, msg, self.group, self.effective_max_reconsume_times):
                 failed.append(msg)
         done = [m for m in batch if m not in failed]
         self._consumed(pq, done)
@@ -579,36 +620,6 @@ class PushConsumer:
             await asyncio.sleep(5)
             assert self._pool is not None
             self._pool.submit(self._consume, pq, failed)
-
-    async def _send_back(self, msg: MessageExt) -> bool:
-        assert self._instance is not None
-        broker = next(
-            (
-                b
-                for r in self._instance.routes.values()
-                for b in r.broker_datas
-                if msg.store_host in b.addrs.values()
-            ),
-            None,
-        )
-        addr = msg.store_host if broker is None else (broker.master_addr or msg.store_host)
-        fields = {
-            "offset": str(msg.commit_log_offset),
-            "group": self.group,
-            "delayLevel": "0",
-            "originMsgId": msg.msg_id,
-            "originTopic": msg.topic,
-            "unitMode": "false",
-            "maxReconsumeTimes": str(self.max_reconsume_times),
-        }
-        try:
-            response = await self._instance.invoke(
-                addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, fields)
-            )
-        except RemotingError as exc:
-            log.info("consumer %s: send-back of %s failed: %s", self.group, msg.msg_id, exc)
-            return False
-        return response.code == ResponseCode.SUCCESS
 
     # -- orderly ---------------------------------------------------------------------------------
 
@@ -623,7 +634,8 @@ class PushConsumer:
 
     def _consume_orderly(self, pq: ProcessQueue) -> None:
         """On a pool thread: the queue's messages in order, one batch at a time; a refused
-        batch is offered again after a pause (the offset does not move meanwhile)."""
+        batch is offered again after a pause (the offset does not move meanwhile), except
+        its messages that have used up their reconsume times (``_give_up_or_retry``)."""
         assert self.listener is not None
         try:
             while not pq.dropped and pq.locked:
@@ -637,9 +649,7 @@ class PushConsumer:
                     status = ConsumeStatus.RECONSUME_LATER
                 if status is ConsumeStatus.CONSUME_SUCCESS:
                     self._consumed(pq, batch)
-                else:
-                    for msg in batch:
-                        msg.reconsume_times += 1
+                elif self._give_up_or_retry(pq, batch):
                     time.sleep(self.suspend_s)
         finally:
             with pq.lock:
@@ -647,6 +657,31 @@ class PushConsumer:
                 more = bool(pq.messages) and not pq.dropped and pq.locked
         if more:
             self._consume_orderly_soon(pq)
+
+    def _give_up_or_retry(self, pq: ProcessQueue, batch: list[MessageExt]) -> bool:
+        """Settle a refused orderly batch; True when the queue must pause before retrying.
+
+        A message whose reconsume count reached the maximum goes to the dead-letter queue
+        (through the retry topic, the broker switches it) and is committed past; when
+        that send fails it stays, to be retried like the others (RocketMQ's
+        ``checkReconsumeTimes``).  Unlike Java, a message given up is not offered again
+        with the rest of its batch, so it reaches the DLQ once.
+        """
+        instance = self._instance
+        assert instance is not None
+        max_times = self.effective_max_reconsume_times
+        retry = []
+        for msg in batch:
+            if msg.reconsume_times >= max_times and send_to_dead_letter(instance, msg, self.group, max_times):
+                log.warning(
+                    "consumer %s: %s of %s refused %d times: sent to the dead-letter queue",
+                    self.group, msg.msg_id, pq.mq, msg.reconsume_times + 1,
+                )  # fmt: skip
+                self._consumed(pq, [msg])
+            else:
+                msg.reconsume_times += 1
+                retry.append(msg)
+        return bool(retry)
 
     async def _relock_all(self) -> None:
         """Renew the broker locks of every held queue; a queue whose lock was lost stops."""

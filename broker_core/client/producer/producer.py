@@ -40,17 +40,26 @@ from broker_core.remoting.command import RemotingCommand
 from broker_core.store.hashcode import java_hash_code
 from broker_core.store.message import (
     COMPRESSED_FLAG,
+    PROPERTY_MAX_RECONSUME_TIMES,
+    PROPERTY_RECONSUME_TIME,
     PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TRANSACTION_PREPARED_TYPE,
     encode_batch,
     encode_properties,
 )
-from broker_core.topics import AUTO_CREATE_TOPIC_KEY_TOPIC, group_problem, topic_problem
+from broker_core.topics import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    RETRY_GROUP_TOPIC_PREFIX,
+    group_problem,
+    topic_problem,
+)
 
 log = logging.getLogger(__name__)
 
 SendCallback = Callable[[SendResult | None, BaseException | None], None]
+
+CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 
 _STATUS = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
@@ -100,6 +109,17 @@ class Producer:
         self._sync_lock = threading.Lock()
         self._publish: dict[str, TopicPublishInfo] = {}
         self._instance: ClientInstance | None = None
+        self._borrowed = False  # an instance's inner producer: the instance is not ours to release
+
+    @classmethod
+    def inner(cls, instance: ClientInstance, group: str = CLIENT_INNER_PRODUCER_GROUP) -> Producer:
+        """A producer that sends through ``instance`` without being started or registered:
+        the instance's own (RocketMQ's ``CLIENT_INNER_PRODUCER``), which consumers use to
+        send failed messages back.  It lives as long as the instance; ``shutdown`` only
+        detaches it."""
+        producer = cls(group, config=instance.config)
+        producer._instance, producer._borrowed = instance, True
+        return producer
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -121,7 +141,7 @@ class Producer:
     def shutdown(self) -> None:
         """Unregister the group from every broker; the last user closes the connections."""
         instance, self._instance = self._instance, None
-        if instance is None:
+        if instance is None or self._borrowed:
             return
         try:
             instance.submit(instance.unregister(self, consumer=False)).result(timeout=10)
@@ -469,6 +489,9 @@ class Producer:
         batch: bool,
     ) -> RemotingCommand:
         """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE): the compact header Java clients send."""
+        reconsume_times, max_reconsume_times = "0", None
+        if queue.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            props, reconsume_times, max_reconsume_times = _retry_header(props)
         fields = {
             "a": self.group,
             "b": queue.topic,
@@ -479,11 +502,13 @@ class Producer:
             "g": str(time.time_ns() // 1_000_000),
             "h": str(flag),
             "i": encode_properties(props).decode("utf-8"),
-            "j": "0",
+            "j": reconsume_times,
             "k": "false",
             "m": "true" if batch else "false",
             "n": queue.broker_name,
         }
+        if max_reconsume_times is not None:
+            fields["l"] = max_reconsume_times
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
         return RemotingCommand.request(code, fields, body)
 
@@ -526,6 +551,20 @@ class Producer:
         return Message(topic, body), body
 
 
+def _retry_header(props: dict[str, str]) -> tuple[dict[str, str], str, str | None]:
+    """A message to a retry topic (a consumer's copy of a failed message): its reconsume
+    count moves from ``RECONSUME_TIME`` into the header's reconsumeTimes, and its
+    ``MAX_RECONSUME_TIMES`` is copied into maxReconsumeTimes, as RocketMQ's producer does.
+
+    Unlike Java's, the property MAX_RECONSUME_TIMES stays on the message too: a broker that
+    reads the maximum from the property (not the header) still sees it.  Returns the
+    properties to send and the two header values (None: no maximum given).
+    """
+    props = dict(props)  # the caller's copy serves every attempt of the send
+    reconsume_times = props.pop(PROPERTY_RECONSUME_TIME, None) or "0"
+    return props, reconsume_times, props.get(PROPERTY_MAX_RECONSUME_TIMES)
+
+
 def _batch_result(result: SendResult, batch: list[Message]) -> SendResult:
     """A batch's result names every message's client id (comma-separated), as Java's does."""
     ids = ",".join(m.unique_id or "" for m in batch)
@@ -544,4 +583,4 @@ def _run_callback(callback: SendCallback, future: concurrent.futures.Future[Send
         log.exception("send callback failed")
 
 
-__all__ = ["Producer", "hash_selector", "Selector", "SendCallback"]
+__all__ = ["CLIENT_INNER_PRODUCER_GROUP", "Producer", "hash_selector", "Selector", "SendCallback"]
