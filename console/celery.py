@@ -1,8 +1,11 @@
 """The platform's Celery app: Redis carries the tasks, beat drives the broker maintenance.
 
-Run a worker with ``celery -A console worker -Q maintenance,long`` and the schedule with
-``celery -A console beat`` (``manage.py up`` starts both).  Settings come from Django's
-``CELERY_*`` settings; the beat schedule below from ``settings.QUIVER``.
+Work comes in two classes that never share a worker: time-critical maintenance (the
+``maintenance`` queue) and long work (the ``long`` queue: every task named ``long_*``).
+``manage.py up`` runs one worker per queue (console/core/processes.py) and beat; by hand:
+``celery -A console worker -Q maintenance``, ``celery -A console worker -Q long`` and
+``celery -A console beat``.  Settings come from Django's ``CELERY_*`` settings; the beat
+schedule below from ``settings.QUIVER``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,22 @@ from celery import Celery
 from celery.signals import beat_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+
+MAINTENANCE_QUEUE = "maintenance"
+LONG_QUEUE = "long"
+LONG_TASK_PREFIX = "long_"
+
+
+def queue_for(task_name: str) -> str:
+    """The queue of a task: ``long`` for long work (its function is named ``long_*``), else
+    ``maintenance``.  The one rule: a long task can never reach the maintenance worker."""
+    return LONG_QUEUE if task_name.rsplit(".", 1)[-1].startswith(LONG_TASK_PREFIX) else MAINTENANCE_QUEUE
+
+
+def route_task(name: str, *args: object, **kwargs: object) -> dict[str, str]:
+    """Celery's router (``CELERY_TASK_ROUTES``): every task to ``queue_for(name)``."""
+    return {"queue": queue_for(name)}
+
 
 app = Celery("quiver")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -157,6 +157,9 @@ QUIVER = {
     "REPORT_WINDOW_MINUTES": envint("QUIVER_REPORT_WINDOW_MINUTES", 0, minimum=0),  # 0: the period
     "REPORT_TIMEOUT_SECONDS": envint("QUIVER_REPORT_TIMEOUT_SECONDS", 3600, minimum=10),
     "SPARK_MASTER": envstr("SPARK_MASTER", "local[*]"),
+    # CPU niceness of long work (the long-work worker under ``up``, and every Spark report):
+    # it yields the CPU to the broker and the maintenance worker whenever they need it.
+    "LONG_WORK_NICE": envint("QUIVER_LONG_WORK_NICE", 10, minimum=0, maximum=19),
 }
 
 # Redis carries Celery's messages and results (and, from the console, Channels' events).
@@ -169,11 +172,14 @@ CELERY_RESULT_EXPIRES = 7 * 24 * 3600
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
-# Maintenance jobs run on the default queue; long operations (bulk resends, reports: the
-# tasks named long_*) on their own, so they never hold the maintenance jobs up.  ``up``
-# starts a worker on both queues.
+# Two classes of work, two queues, two workers (``up`` starts both): time-critical jobs
+# (delay scan, offset persistence, file expiry, lag alerts) on "maintenance", long work
+# (reports, DLQ redrive: the tasks named long_*) on "long".  console/celery.py routes every
+# task by that rule; a worker takes one task at a time per slot, so a slot never holds a
+# queued task behind a running one.
 CELERY_TASK_DEFAULT_QUEUE = "maintenance"
-CELERY_TASK_ROUTES = {"console.*.tasks.long_*": {"queue": "long"}}
+CELERY_TASK_ROUTES = ("console.celery.route_task",)
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 
 INSTALLED_APPS = [
     # daphne first: it replaces runserver with its ASGI server.

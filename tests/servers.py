@@ -55,7 +55,6 @@ def start_up(data_dir: Path, repo: Path) -> tuple[subprocess.Popen[bytes], dict[
         "QUIVER_BROKER_PORT": str(ports["broker"]),
         "QUIVER_REDIS": "private",
         "QUIVER_REDIS_PORT": str(ports["redis"]),
-        "QUIVER_REPORT_SCHEDULE_MINUTES": "0",  # no Spark run at beat's start
     }
     env.pop("REDIS_URL", None)
     env.pop("QUIVER_NAMESRV_ADDR", None)

@@ -1,9 +1,11 @@
 """Declare the processes that make up a running Quiver platform, as ``manage.py up`` starts them.
 
 Start order: the private Redis (when one is needed), a store check that must finish
-before the broker opens the store, the nameserver, the broker, the Celery worker and beat
-(which drive the broker's maintenance: the broker runs no timers of its own), and the
-console.  Each child gets the same environment: the data directory, the Redis URL, the
+before the broker opens the store, the nameserver, the broker, two Celery workers — one
+for the time-critical maintenance jobs, one (niced) for long work such as Spark reports,
+so neither can take the other's slots — and beat, which drives the broker's maintenance
+(the broker's own timers take a job over whenever beat's passes stop reaching it), and
+the console.  Each child gets the same environment: the data directory, the Redis URL, the
 nameserver address and the Django settings module.
 """
 
@@ -14,6 +16,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from console.celery import LONG_QUEUE, MAINTENANCE_QUEUE
 from console.core.supervisor import ChildSpec, http_ok, tcp_open
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,11 +74,30 @@ def write_server_confs(data_dir: Path, ports: Ports) -> tuple[Path, Path]:
             "brokerId": 0,
             "brokerIP1": "127.0.0.1",
             "autoCreateTopicEnable": "true",
-            # Celery beat drives the maintenance jobs; the broker runs no timers of its own.
-            "standaloneMaintenance": "false",
         },
     )
     return namesrv_conf, broker_conf
+
+
+def broker_conf_warnings(broker_conf: Path) -> list[str]:
+    """What ``up`` should tell the user about their broker.conf before starting it.
+
+    Earlier versions of ``up`` wrote ``standaloneMaintenance = false`` into it; a broker so
+    configured never takes its jobs over when the platform is silent.
+    """
+    from broker_core.config import load_properties
+
+    try:
+        mode = load_properties(broker_conf).get("standaloneMaintenance", "auto").strip().lower()
+    except (OSError, ValueError):
+        return []
+    if mode != "false":
+        return []
+    return [
+        f"warning: {broker_conf} sets standaloneMaintenance = false (earlier versions of `up` wrote it): "
+        "the broker never runs its delay scan itself, so delayed messages and retries wait whenever "
+        "the platform's worker is busy or down; remove the line to use the default (auto)"
+    ]
 
 
 def log_says(path: Path, text: str) -> bool:
@@ -83,6 +105,29 @@ def log_says(path: Path, text: str) -> bool:
         return text in path.read_text(errors="replace")
     except OSError:
         return False
+
+
+def celery_workers(log_dir: Path, long_nice: int) -> list[ChildSpec]:
+    """The platform's two Celery workers: time-critical maintenance, and long work (niced).
+
+    Each consumes its own queue only (console/celery.py routes every task to one), so a
+    Spark report or a redrive can never take a slot the delay scan needs.  Two slots each:
+    the maintenance worker runs a broker's delay-scan pass beside a fan-out or the alert
+    check; the long worker a traffic and a lag report side by side.
+    """
+    return [
+        _worker("celery-maintenance", MAINTENANCE_QUEUE, 2, log_dir),
+        _worker("celery-long", LONG_QUEUE, 2, log_dir, nice=long_nice),
+    ]
+
+
+def _worker(name: str, queue: str, slots: int, log_dir: Path, *, nice: int = 0) -> ChildSpec:
+    """A Celery worker that consumes ``queue`` only, taking one task per slot at a time
+    (``-O fair``: a slot busy with a long task is never handed the next one)."""
+    argv = [sys.executable, "-m", "celery", "-A", "console", "worker", "-Q", queue]
+    argv += ["--concurrency", str(slots), "--prefetch-multiplier", "1", "-O", "fair"]
+    argv += ["--hostname", f"{queue}@%h", "--loglevel", "INFO"]
+    return ChildSpec(name, argv, health=lambda: log_says(log_dir / f"{name}.log", " ready."), nice=nice)
 
 
 def platform_children(
@@ -93,11 +138,13 @@ def platform_children(
     redis_child: ChildSpec | None = None,
     console: bool = True,
     namesrv_addr: str | None = None,
+    long_nice: int = 10,
 ) -> list[ChildSpec]:
     """Return the children to supervise, in start order; each process is one entry.
 
     ``namesrv_addr`` is what the console and Celery manage (the platform's own nameserver
-    unless QUIVER_NAMESRV_ADDR names other ones).
+    unless QUIVER_NAMESRV_ADDR names other ones); ``long_nice`` the CPU niceness of the
+    long-work worker (``QUIVER_LONG_WORK_NICE``).
     """
     python = sys.executable
     namesrv_conf, broker_conf = write_server_confs(data_dir, ports)
@@ -124,22 +171,7 @@ def platform_children(
             url=f"127.0.0.1:{ports.broker}",
             health=tcp_open("127.0.0.1", ports.broker),
         ),
-        ChildSpec(
-            "celery-worker",
-            [
-                *celery,
-                "worker",
-                "-Q",
-                "maintenance,long",
-                "--concurrency",
-                "2",
-                "--hostname",
-                "quiver@%h",
-                "--loglevel",
-                "INFO",
-            ],
-            health=lambda: log_says(log_dir / "celery-worker.log", " ready."),
-        ),
+        *celery_workers(log_dir, long_nice),
         ChildSpec(
             "celery-beat",
             [*celery, "beat", "--loglevel", "INFO", "--schedule", str(data_dir / "celerybeat-schedule")],

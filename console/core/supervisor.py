@@ -53,6 +53,8 @@ class ChildSpec:
     blocking: bool = False
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: Path | None = None
+    # CPU niceness (0: as the supervisor); long work runs niced so it never starves the rest.
+    nice: int = 0
 
 
 @dataclass
@@ -122,10 +124,32 @@ def _load_libc() -> Any:
 _libc = _load_libc()
 
 
-def _die_with_parent(parent_pid: int) -> Callable[[], None]:
-    """Return a pre-exec hook that makes the child get SIGTERM when its parent dies (Linux)."""
+def _nice_autogroup(nice: int) -> None:
+    """Give this process's scheduling autogroup the niceness ``nice``.
+
+    Linux (``sched_autogroup_enabled``) puts each session in an autogroup and shares the
+    CPU fairly between autogroups first: a process's own niceness only counts inside its
+    group.  A child started in a new session (as every child here is) is therefore as
+    weighty as the broker however niced it is, unless its group is niced too.  Absent or
+    refused (no autogroups, another kernel), the process's own niceness still applies.
+    """
+    try:
+        with open("/proc/self/autogroup", "w") as autogroup:
+            autogroup.write(str(nice))
+    except OSError:
+        pass
+
+
+def child_preexec(parent_pid: int, *, nice: int = 0) -> Callable[[], None]:
+    """Return a pre-exec hook that makes the child get SIGTERM when its parent dies (Linux)
+    and, with ``nice`` > 0, run at that CPU niceness (absolute, so a niced parent's children
+    are not niced twice), its session's autogroup too — how long work yields the CPU to the
+    broker and the maintenance jobs."""
 
     def preexec() -> None:
+        if nice > 0:
+            os.setpriority(os.PRIO_PROCESS, 0, max(nice, os.getpriority(os.PRIO_PROCESS, 0)))
+            _nice_autogroup(nice)
         if _libc is not None:
             _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
         # The parent may have died between fork and prctl; then nobody would signal us.
@@ -300,7 +324,7 @@ class Supervisor:
                 cwd=spec.cwd,
                 env=env,
                 start_new_session=True,
-                preexec_fn=_die_with_parent(os.getpid()),
+                preexec_fn=child_preexec(os.getpid(), nice=spec.nice),
             )
         return Child(spec, process, log_path, log_start, healthy=None if spec.health else True)
 

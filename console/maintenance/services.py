@@ -19,6 +19,7 @@ without one, and a chain that loses its token (a newer chain took over) stops.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -132,13 +133,29 @@ def discover(job: str, *, masters_only: bool = True) -> list[BrokerTarget]:
     return targets
 
 
+def lease_ms(job: str) -> int:
+    """How long the broker's own timer should stand by after one of our passes of ``job``:
+    until our schedule has missed its next passes (the broker then takes the job over).
+
+    The broker never waits less than its own ``*LeaseMillis`` setting (1 s for the delay
+    scan), so by default only slow schedules (a long expiry period) lengthen it.
+    """
+    if job == DELAY_SCAN:
+        return 2 * settings.QUIVER["DELAY_SCAN_MAX_SLEEP_MS"]
+    return int(job_specs()[job].overdue_after_seconds * 1000)
+
+
+def _scheduled_run(admin: AdminClient, target: BrokerTarget, job: str) -> Any:
+    return admin.run_maintenance(target.addr, job, scheduled=True, lease_ms=lease_ms(job))
+
+
 async def _persist_and_snapshot(admin: AdminClient, target: BrokerTarget) -> tuple[Any, Any]:
-    run = await admin.run_maintenance(target.addr, OFFSET_PERSISTENCE)
+    run = await _scheduled_run(admin, target, OFFSET_PERSISTENCE)
     return run, await admin.offset_snapshot(target.addr)
 
 
 def _run_delay_scan(target: BrokerTarget) -> tuple[str, dict[str, Any]]:
-    run = admin_call(target.namesrv_addr, lambda admin: admin.run_maintenance(target.addr, DELAY_SCAN))
+    run = admin_call(target.namesrv_addr, lambda admin: _scheduled_run(admin, target, DELAY_SCAN))
     details = {**run.details, "brokerStartedMs": run.started_ms, "brokerDurationMs": run.duration_ms}
     return run.result, details
 
@@ -153,7 +170,7 @@ def _run_offset_persistence(target: BrokerTarget) -> tuple[str, dict[str, Any]]:
 
 
 def _run_file_expiry(target: BrokerTarget) -> tuple[str, dict[str, Any]]:
-    run = admin_call(target.namesrv_addr, lambda admin: admin.run_maintenance(target.addr, FILE_EXPIRY))
+    run = admin_call(target.namesrv_addr, lambda admin: _scheduled_run(admin, target, FILE_EXPIRY))
     return run.result, dict(run.details)
 
 
@@ -309,11 +326,73 @@ def prune_history() -> RunRecord:
     return run
 
 
+# -- who drives the jobs: the brokers' own view ---------------------------------------------
+
+
+async def _statuses(admin: AdminClient, addrs: list[str]) -> list[Any]:
+    calls = [admin.maintenance_status(addr) for addr in addrs]
+    return list(await asyncio.gather(*calls, return_exceptions=True))
+
+
+def broker_drivers() -> list[dict[str, Any]]:
+    """Each broker seen lately, as it reports its maintenance: its ``standaloneMaintenance``
+    mode, who drives each job (the platform, or the broker itself on fallback because our
+    passes stopped reaching it) and who ran each job last.
+
+    The brokers' own runs never reach Redis: only the broker knows them, so this asks each
+    one (all at once per cluster).  A broker that does not answer is listed as such.
+    """
+    known = {k.decode(): orjson.loads(v) for k, v in redis_client().hgetall(KNOWN_KEY).items()}
+    by_namesrv: dict[str, list[str]] = {}
+    for addr, entry in sorted(known.items()):
+        by_namesrv.setdefault(entry["namesrv"], []).append(addr)
+    states: dict[str, Any] = {}
+    for namesrv, addrs in by_namesrv.items():
+        try:
+            answers = admin_call(namesrv, lambda admin, addrs=addrs: _statuses(admin, addrs))
+        except (AdminError, TimeoutError) as exc:
+            answers = [exc] * len(addrs)
+        states.update(zip(addrs, answers, strict=True))
+    rows = []
+    for addr, state in states.items():
+        entry = known[addr]
+        row: dict[str, Any] = {
+            "brokerAddr": addr,
+            "brokerName": entry["name"],
+            "cluster": entry["cluster"],
+            "master": entry["master"],
+        }
+        if isinstance(state, BaseException):
+            error = str(state) or type(state).__name__
+            row.update(reachable=False, error=error, mode="", jobs={}, fallback=[])
+        else:
+            jobs = {job: job_state.to_json() for job, job_state in state.jobs.items()}
+            row.update(reachable=True, error="", mode=state.mode, jobs=jobs, fallback=state.fallback_jobs)
+        rows.append(row)
+    return sorted(rows, key=lambda row: (row["cluster"], row["brokerName"], row["brokerAddr"]))
+
+
 def job_overview(limit: int = 20) -> dict[str, Any]:
-    """What the console shows: each job's status (overdue, failing brokers) and recent runs."""
+    """What the console shows: each job's status (overdue, failing brokers), who drives it on
+    each broker (the platform, or the broker on fallback) and the recent runs."""
     client = redis_client()
     specs = job_specs()
+    drivers = broker_drivers()
+    live = {row["brokerAddr"]: row["jobs"] for row in drivers}
+    jobs = []
+    for status in runs.job_statuses(client, specs):
+        entry = status.to_json()
+        for run in entry["brokers"]:
+            state = live.get(run["broker_addr"], {}).get(status.job)
+            last = state["lastRun"] if state else None
+            run["driver"] = state["driver"] if state else None
+            run["fallback"] = bool(state and state["fallback"])
+            run["lastRunBy"] = last["runner"] if last else None
+            run["lastRunByBrokerMs"] = last["startedMs"] if last else None
+        jobs.append(entry)
     return {
-        "jobs": [status.to_json() for status in runs.job_statuses(client, specs)],
+        "jobs": jobs,
+        "brokers": drivers,
+        "fallbackBrokers": [row["brokerAddr"] for row in drivers if row["fallback"]],
         "recent": [run.to_json() for run in runs.recent_runs(client, max(1, min(limit, runs.RECENT_KEPT)))],
     }

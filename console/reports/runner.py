@@ -24,7 +24,7 @@ from typing import IO, Any
 from django.conf import settings
 from django.utils import timezone
 
-from console.core.supervisor import _die_with_parent
+from console.core.supervisor import child_preexec
 from console.reports import services
 from console.reports.models import ReportRun
 from nameserver.clusters import find_cluster
@@ -170,8 +170,9 @@ def follow(run: ReportRun, argv: list[str], timeout_s: int, env: dict[str, str] 
             text=True,
             bufsize=1,
             start_new_session=True,
-            # A worker killed mid-run takes its report with it (Spark's JVM exits with its driver).
-            preexec_fn=_die_with_parent(os.getpid()),
+            # A worker killed mid-run takes its report with it (Spark's JVM exits with its driver);
+            # Spark runs niced, below the broker and the maintenance worker.
+            preexec_fn=child_preexec(os.getpid(), nice=settings.QUIVER["LONG_WORK_NICE"]),
         )
     except OSError as exc:
         outcome.error = f"the report could not be started: {exc}"

@@ -1,8 +1,8 @@
 """The maintenance jobs driven by a real Celery worker and beat over a private Redis.
 
-Each broker runs without its own timers (``standaloneMaintenance`` is off, as under
-``manage.py up``), so whatever the delay scan delivers, the offsets persisted and the
-files deleted are the work of the Celery jobs.
+Each broker runs with its default ``standaloneMaintenance = auto``, as under ``manage.py
+up``: its own timers stand by while the platform's passes keep coming, so once the platform
+drives a broker, whatever the delay scan delivers is the work of the Celery jobs.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import orjson
 import pytest
 
 from broker_core.broker.maintenance import DELAY_SCAN, FILE_EXPIRY, OFFSET_PERSISTENCE
-from broker_core.client.consumer.push import PushConsumer
 from broker_core.client.message import Message
 from broker_core.client.producer.producer import Producer
 from console.maintenance.jobs import JobSpec
@@ -25,15 +24,6 @@ from console.maintenance.runs import OK, SKIPPED, UNREACHABLE, job_statuses
 from .conftest import Collector, Platform, _spawn, _stop, free_port, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def consumer(platform: Platform, group: str, topic: str, listener: Collector) -> PushConsumer:
-    return (
-        PushConsumer(group, platform.namesrv_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
-        .subscribe(topic)
-        .register_listener(listener)
-        .start()
-    )
 
 
 def test_delayed_messages_reach_their_consumer_through_the_celery_scan_once_each(platform: Platform) -> None:
@@ -54,13 +44,15 @@ def test_delayed_messages_reach_their_consumer_through_the_celery_scan_once_each
     )
     got = Collector()
     with platform.broker("broker-delay", autoCreateTopicEnable="true") as (_proc, addr):
+        # The broker runs its own scan until the platform's first pass reaches it (auto).
+        wait_for(lambda: platform.drives(addr), 60, "the platform driving the broker's delay scan")
         producer = Producer("delay-producer", platform.namesrv_addr).start()
         try:
             sent = []
             for i in range(20):
                 result = producer.send(Message("DelayTopic", f"later-{i}".encode(), delay_level=1))
                 sent.append(result)
-            receiver = consumer(platform, "delay-consumers", "DelayTopic", got)
+            receiver = platform.consumer("delay-consumers", "DelayTopic", got)
             try:
                 wait_for(lambda: len(got.bodies()) == 20, 60, "the delayed messages")
                 # Let any duplicate that was coming arrive: two more scan periods of beat.
@@ -96,7 +88,7 @@ def test_offset_persistence_writes_the_offsets_file_and_the_history(platform: Pl
                 producer.send(Message("OffsetTopic", f"m-{i}".encode(), tags="T"))
         finally:
             producer.shutdown()
-        receiver = consumer(platform, "offset-consumers", "OffsetTopic", got)
+        receiver = platform.consumer("offset-consumers", "OffsetTopic", got)
         wait_for(lambda: len(got.bodies()) == 12, 30, "the messages")
         receiver.shutdown()  # commits its offsets to the broker
         committed_at = platform.last_run(OFFSET_PERSISTENCE, addr)

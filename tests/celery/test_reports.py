@@ -5,17 +5,8 @@ finished with its summary on the run page."""
 
 from __future__ import annotations
 
-import base64
-import http.cookiejar
-import json
 import re
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,94 +14,11 @@ import pytest
 from broker_core.client.message import Message
 from broker_core.client.producer.producer import Producer
 
-from .conftest import REPO, Platform, _spawn, _stop, free_port, wait_for
+from .conftest import Console, Platform, wait_for
 
 pytestmark = pytest.mark.slow
 
 TOPIC = "ReportedTopic"
-PASSWORD = "pw-admin-report-123"
-
-
-class Console:
-    """The console at ``url``: REST calls with basic auth, pages with a signed-in session."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.token = base64.b64encode(f"admin:{PASSWORD}".encode()).decode()
-        self.browser = urllib.request.build_opener(
-            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
-        )
-
-    def api(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.url + path, data=data, method=method)
-        request.add_header("Authorization", f"Basic {self.token}")
-        request.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return response.status, json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read() or b"null")
-
-    def sign_in(self) -> None:
-        with self.browser.open(self.url + "/login/", timeout=10) as response:
-            form = response.read().decode()
-        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form).group(1)  # type: ignore[union-attr]
-        fields = {"csrfmiddlewaretoken": csrf, "username": "admin", "password": PASSWORD}
-        request = urllib.request.Request(
-            self.url + "/login/", data=urllib.parse.urlencode(fields).encode(), method="POST"
-        )
-        request.add_header("Referer", self.url + "/login/")
-        self.browser.open(request, timeout=10).close()
-
-    def page(self, path: str) -> str:
-        with self.browser.open(self.url + path, timeout=30) as response:
-            return response.read().decode()
-
-
-@pytest.fixture
-def console(platform: Platform) -> Iterator[Console]:
-    """daphne serving the console on the platform's database and Redis, with an admin."""
-    env = {**platform.env, "DJANGO_SUPERUSER_PASSWORD": PASSWORD}
-    made = subprocess.run(
-        [
-            sys.executable,
-            "manage.py",
-            "createsuperuser",
-            "--noinput",
-            "--username",
-            "admin",
-            "--email",
-            "admin@example.com",
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert made.returncode == 0 or "already taken" in made.stderr, made.stderr
-    port = free_port()
-    log = platform.data_dir / "console.log"
-    server = _spawn(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "console.asgi:application"],
-        platform.env,
-        log,
-    )
-    console = Console(f"http://127.0.0.1:{port}")
-
-    def up() -> bool:
-        try:
-            urllib.request.urlopen(console.url + "/login/", timeout=2).close()
-            return True
-        except OSError:
-            return server.poll() is not None
-
-    try:
-        wait_for(up, 60, "the console")
-        assert server.poll() is None, log.read_text()[-3000:]
-        yield console
-    finally:
-        _stop(server)
 
 
 def test_a_report_asked_over_rest_runs_on_the_worker_and_shows_its_summary(

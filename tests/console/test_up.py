@@ -83,6 +83,25 @@ def home_page_signed_in(console: str, user: str, password: str) -> tuple[int, by
         return response.status, response.read()  # the login redirects to / on success
 
 
+def worker_niceness(data_dir: Path) -> dict[str, set[tuple[int, int | None]]]:
+    """The CPU niceness of each Celery worker process of the platform in ``data_dir``, by
+    queue: the process's own, and its scheduler autogroup's (None without autogroups)."""
+    found: dict[str, set[tuple[int, int | None]]] = {}
+    for pid in processes_of(data_dir):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            autogroup = Path(f"/proc/{pid}/autogroup")  # "/autogroup-N nice K"
+            group = autogroup.read_text().split() if autogroup.exists() else []
+        except OSError:
+            continue
+        if b"celery" in b" ".join(argv) and b"-Q" in argv:
+            queue = argv[argv.index(b"-Q") + 1].decode()
+            nice = int(stat.rsplit(")", 1)[1].split()[16])
+            found.setdefault(queue, set()).add((nice, int(group[-1]) if group else None))
+    return found
+
+
 @pytest.fixture
 def platform_dir(tmp_path: Path) -> Iterator[Path]:
     data_dir = tmp_path / "var"
@@ -101,7 +120,16 @@ def test_up_starts_everything_serves_the_console_and_stops_it_all(
         text = out.read_text()
         assert up.poll() is None, text
         password = re.search(r"created superuser 'admin' with password (\S+)", text).group(1)
-        for name in ("redis", "store-check", "namesrv", "broker", "celery-worker", "celery-beat", "console"):
+        names = (
+            "redis",
+            "store-check",
+            "namesrv",
+            "broker",
+            "celery-maintenance",
+            "celery-long",
+            "celery-beat",
+        )
+        for name in (*names, "console"):
             assert re.search(rf"^  {name}\s+(up|running|exited 0)\b", text, re.M), (name, text)
         console = f"http://127.0.0.1:{ports['console']}/"
         assert get(console + "healthz")[0] == 200
@@ -122,6 +150,26 @@ def test_up_starts_everything_serves_the_console_and_stops_it_all(
             return any(run["broker_addr"] == broker and run["status"] == "ok" for run in runs)
 
         wait_for(scanned, 60, "a delay scan of the platform's broker")
+
+        # The broker's own view: the platform drives its delay scan (the broker stands by).
+        def platform_drives() -> bool:
+            status, body = get(console + "api/maintenance/jobs/", "admin", password)
+            rows = orjson.loads(body)["brokers"] if status == 200 else []
+            return any(
+                row["brokerAddr"] == broker
+                and row["mode"] == "auto"
+                and row["jobs"]["delay_scan"]["driver"] == "platform"
+                for row in rows
+            )
+
+        wait_for(platform_drives, 60, "the platform driving the broker's delay scan")
+        # Long work yields the CPU: the long worker runs niced, the maintenance worker does not.
+        autogroups = Path("/proc/self/autogroup").exists()
+        assert worker_niceness(platform_dir) == {
+            "long": {(10, 10 if autogroups else None)},
+            "maintenance": {(0, 0 if autogroups else None)},
+        }
+
         assert redis.Redis(port=ports["redis"]).ping()
         for port in (ports["namesrv"], ports["broker"]):
             socket.create_connection(("127.0.0.1", port), timeout=5).close()

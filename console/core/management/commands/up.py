@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from console.core import redisserver
-from console.core.processes import Ports, platform_children
+from console.core.processes import Ports, broker_conf_warnings, platform_children
 from console.core.supervisor import Supervisor
 
 
@@ -47,7 +47,10 @@ class Command(BaseCommand):
             redis_child=redis.child,
             console=not no_console,
             namesrv_addr=quiver["NAMESRV_ADDR"],
+            long_nice=quiver["LONG_WORK_NICE"],
         )
+        for warning in broker_conf_warnings(quiver_data_dir / "broker.conf"):
+            self.stderr.write(warning)
         console_url = f"http://127.0.0.1:{ports.console}/"
         summary = [
             f"console:     {console_url}" + ("" if not no_console else " (not started: --no-console)"),
