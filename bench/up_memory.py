@@ -3,9 +3,10 @@
     .venv/bin/python bench/up_memory.py [--rest-seconds 20] [--keep DIR]
 
 Starts ``manage.py up`` with its defaults (private Redis, free ports, a fresh data
-directory), so beat sends the hourly traffic and lag reports at its start, as it does for
-a user.  Every half second it sums, over every process under ``up`` (its children at any
-depth: the workers' pools, Redis, Spark's JVM and its Python workers), the proportional
+directory) and asks its console for a traffic and a lag report, as an operator would
+(beat's hourly reports cover periods the platform watched, so a fresh one has none yet).
+Every half second it sums, over every process under ``up`` (its children at any depth:
+the workers' pools, Redis, Spark's JVM and its Python workers), the proportional
 set size (PSS: shared pages split between the processes that share them) from
 /proc/<pid>/smaps_rollup, split into anonymous memory (the processes' own heaps: what
 the machine must have) and file-backed pages (mapped files in the page cache, chiefly the
@@ -18,11 +19,14 @@ JSON line.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
+import re
 import signal
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -103,6 +107,24 @@ def total(by_role: dict[str, tuple[int, int]]) -> tuple[int, int]:
     return sum(a for a, _ in by_role.values()), sum(f for _, f in by_role.values())
 
 
+def ask_for_reports(up_output: str, console_port: int) -> None:
+    """Ask the console for a traffic and a lag report of the last hour, as an operator does
+    (the reports worker runs them one after the other)."""
+    password = re.search(r"created superuser 'admin' with password (\S+)", up_output)
+    if password is None:
+        raise SystemExit("up printed no admin password (not a fresh data directory?)")
+    token = base64.b64encode(f"admin:{password.group(1)}".encode()).decode()
+    for kind in ("traffic", "lag"):
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{console_port}/api/clusters/default/reports/",
+            data=json.dumps({"kind": kind, "lastMinutes": 60}).encode(),
+            headers={"Authorization": f"Basic {token}", "Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 202, response.status
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rest-seconds", type=float, default=20.0)
@@ -111,13 +133,14 @@ def main() -> None:
     work = args.keep or Path(tempfile.mkdtemp(prefix="quiver-mem-"))
     data_dir = work / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
-    up, _ports, out = start_up(data_dir, REPO)
+    up, ports, out = start_up(data_dir, REPO)
     try:
         deadline = time.monotonic() + 180
         while "REST API:" not in out.read_text():
             if up.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit("up did not start:\n" + out.read_text()[-3000:])
             time.sleep(0.5)
+        ask_for_reports(out.read_text(), ports["console"])
         peak_roles: dict[str, tuple[int, int]] = {}
         spark_seen, idle_since = False, None
         deadline = time.monotonic() + 600

@@ -286,6 +286,9 @@ class BrokerConfig:
     # Quiver: in ``auto``, how long after the platform's last pass of a job the broker's own
     # timer takes it over (ms).  The platform may ask for a longer lease with each pass.
     delay_scan_lease_millis: int = 1_000
+    # Quiver: in ``auto``, a delayed message the platform's scans left this long past its
+    # time (ms) is delivered by the broker at once, lease or not (the platform is slow).
+    delay_scan_overdue_millis: int = 200
     offset_persistence_lease_millis: int = 15_000
     file_expiry_lease_millis: int = 180_000
     # Transactions: first check after (ms), check interval (ms), most checks.
@@ -321,6 +324,7 @@ class BrokerConfig:
         object.__setattr__(self, "standalone_maintenance", mode)
         for key, lease in (
             ("delayScanLeaseMillis", self.delay_scan_lease_millis),
+            ("delayScanOverdueMillis", self.delay_scan_overdue_millis),
             ("offsetPersistenceLeaseMillis", self.offset_persistence_lease_millis),
             ("fileExpiryLeaseMillis", self.file_expiry_lease_millis),
         ):

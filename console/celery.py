@@ -1,11 +1,12 @@
 """The platform's Celery app: Redis carries the tasks, beat drives the broker maintenance.
 
-Work comes in two classes that never share a worker: time-critical maintenance (the
-``maintenance`` queue) and long work (the ``long`` queue: every task named ``long_*``).
-``manage.py up`` runs one worker per queue (console/core/processes.py) and beat; by hand:
-``celery -A console worker -Q maintenance``, ``celery -A console worker -Q long`` and
-``celery -A console beat``.  Settings come from Django's ``CELERY_*`` settings; the beat
-schedule below from ``settings.QUIVER``.
+Work comes in three classes that never share a worker: time-critical maintenance (the
+``maintenance`` queue), long work an operator waits for (the ``long`` queue: every task
+named ``long_*``, e.g. a DLQ redrive) and Spark reports (the ``reports`` queue: every task
+named ``spark_*``), which may run for minutes and must hold up neither.  ``manage.py up``
+runs one worker per queue (console/core/processes.py) and beat; by hand: ``celery -A
+console worker -Q <queue>`` for each queue, and ``celery -A console beat``.  Settings come
+from Django's ``CELERY_*`` settings; the beat schedule below from ``settings.QUIVER``.
 """
 
 from __future__ import annotations
@@ -20,13 +21,18 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
 MAINTENANCE_QUEUE = "maintenance"
 LONG_QUEUE = "long"
-LONG_TASK_PREFIX = "long_"
+REPORTS_QUEUE = "reports"
+# A task's queue by the start of its function's name; every other task is maintenance.
+QUEUE_BY_PREFIX = {"long_": LONG_QUEUE, "spark_": REPORTS_QUEUE}
 
 
 def queue_for(task_name: str) -> str:
-    """The queue of a task: ``long`` for long work (its function is named ``long_*``), else
-    ``maintenance``.  The one rule: a long task can never reach the maintenance worker."""
-    return LONG_QUEUE if task_name.rsplit(".", 1)[-1].startswith(LONG_TASK_PREFIX) else MAINTENANCE_QUEUE
+    """The queue of a task: ``long`` for ``long_*`` tasks, ``reports`` for ``spark_*``, else
+    ``maintenance``.  The one rule: no long task can reach the maintenance worker."""
+    function = task_name.rsplit(".", 1)[-1]
+    return next(
+        (queue for prefix, queue in QUEUE_BY_PREFIX.items() if function.startswith(prefix)), MAINTENANCE_QUEUE
+    )
 
 
 def route_task(name: str, *args: object, **kwargs: object) -> dict[str, str]:

@@ -162,6 +162,7 @@ class BrokerController:
             self.clock_ms,
             mode=self.config.standalone_maintenance,
             leases_ms=default_leases_ms(self.config),
+            overdue_ms=self.config.delay_scan_overdue_millis,
         )
         self._maintenance.start()
         self._housekeeping = asyncio.create_task(self._housekeeping_loop(), name="client-housekeeping")
@@ -266,10 +267,19 @@ class BrokerController:
             try:
                 expired = self.clients.expire_idle(self.clock_ms(), self.config.client_channel_expired_time)
                 for group in expired:
-                    self.clients.notify_ids_changed(group)
+                    self.notify_ids_changed(group)
                 self.stats.roll_day()
             except Exception:  # one bad round must not end housekeeping for good
                 log.exception("client housekeeping failed")
+
+    def notify_ids_changed(self, group: str) -> None:
+        """Tell ``group``'s consumers to rebalance now, unless the group turned that off
+        (``notifyConsumerIdsChangedEnable = false``: they rebalance on their own timer, as
+        with RocketMQ)."""
+        config = self.groups.get(group)
+        if config is not None and not config.notify_consumer_ids_changed_enable:
+            return
+        self.clients.notify_ids_changed(group)
 
     def topics_changed(self) -> None:
         """Tell the nameservers now, not at the next 30-second round (RocketMQ does too)."""

@@ -27,17 +27,19 @@ from broker_core.store.configfile import (
     json_int,
     json_str,
 )
-from broker_core.topics import group_problem
+from broker_core.topics import (
+    CID_RMQ_SYS_PREFIX,
+    FILTERSRV_CONSUMER_GROUP,
+    SELF_TEST_CONSUMER_GROUP,
+    TOOLS_CONSUMER_GROUP,
+    group_problem,
+)
 
 SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json"
 MASTER_ID = 0
 
-# Groups RocketMQ's own tools consume with (MixAll): known on every broker, never stored,
-# so browsing messages works whatever autoCreateSubscriptionGroup says.
-TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
-FILTERSRV_CONSUMER_GROUP = "FILTERSRV_CONSUMER"
-SELF_TEST_CONSUMER_GROUP = "SELF_TEST_C_GROUP"
-CID_RMQ_SYS_PREFIX = "CID_RMQ_SYS_"
+# Groups RocketMQ's own tools consume with (names in broker_core/topics.py): known on every
+# broker, never stored, so browsing messages works whatever autoCreateSubscriptionGroup says.
 BUILT_IN_CONSUMER_GROUPS = frozenset(
     {TOOLS_CONSUMER_GROUP, FILTERSRV_CONSUMER_GROUP, SELF_TEST_CONSUMER_GROUP}
 )

@@ -13,11 +13,15 @@ The broker never depends on the platform for correctness.  ``standaloneMaintenan
 says who drives the jobs:
 
 * ``auto`` (the default): each pass the platform sends renews that job's *lease* (one
-  second for the delay scan, longer for the others; the platform may ask for more).  While
-  a lease holds, the broker's own timer for the job stands by; once it runs out (the
-  platform stopped, its worker is busy or paused, or there is no platform at all) the
-  broker runs the job on its own timer — *fallback* — until the platform's passes come
-  back.  A broker started alone from the CLI so delivers delayed messages and retries.
+  second for the delay scan, longer for the others; the platform may ask for up to ten
+  times more).  While a lease holds, the broker's own timer for the job stands by; once it
+  runs out (the platform stopped, its worker is busy or paused, or there is no platform at
+  all) the broker runs the job on its own timer — *fallback* — until the platform's passes
+  come back.  A broker started alone from the CLI so delivers delayed messages and
+  retries.  A platform that is merely slow cannot make a message late either: while the
+  delay scan's lease holds, the broker still looks every 100 ms, and a message left more
+  than ``delayScanOverdueMillis`` (200 ms) past its time is delivered by the broker at
+  once (a *rescue*).
 * ``true``: the broker's timers always run the jobs (requests are served as well).
 * ``false``: only requests run them; the broker warns at start.
 
@@ -65,8 +69,12 @@ DELAY_SCAN_MAX_SLEEP = 0.1
 DELAY_SCAN_MIN_SLEEP = 0.01
 EXPIRY_INTERVAL = 10.0
 OFFSET_PERSIST_INTERVAL = 5.0
-# A lease longer than this is refused (a typo must not silence the broker's timers for days).
+# A lease longer than this is refused (a typo must not silence the broker's timers for days)...
 MAX_LEASE_MS = 24 * 3_600_000
+# ... and the platform is trusted for at most this many times the broker's own lease.
+MAX_LEASE_FACTOR = 10
+DEFAULT_OVERDUE_MS = 200
+RESCUE_LOG_EVERY_MS = 10_000  # a slow platform is said once per episode, not per rescue
 
 
 class UnknownJobError(ValueError):
@@ -127,11 +135,14 @@ def default_leases_ms(config: BrokerConfig) -> dict[str, int]:
 
 @dataclass
 class _Lease:
-    """The platform's hold on one job: until when (monotonic seconds), and its last pass."""
+    """The platform's hold on one job: until when (monotonic seconds), and its last pass;
+    how often the broker rescued a message the platform left overdue, and when last."""
 
     until: float = 0.0
     last_platform_ms: int | None = None
     lease_ms: int = 0
+    rescues: int = 0
+    last_rescue_ms: int | None = None
 
 
 class MaintenanceService:
@@ -145,11 +156,13 @@ class MaintenanceService:
         *,
         mode: str = AUTO,
         leases_ms: dict[str, int] | None = None,
+        overdue_ms: int = DEFAULT_OVERDUE_MS,
     ) -> None:
         self.store = store
         self.clock_ms = clock_ms
         self.mode = mode
-        self.leases_ms = {**{job: 1000 for job in JOBS}, **(leases_ms or {})}
+        self.leases_ms = leases_ms if leases_ms is not None else default_leases_ms(BrokerConfig())
+        self.overdue_ms = overdue_ms
         self.last_runs: dict[str, JobRun] = {}
         self._leases = {name: _Lease() for name in JOBS}
         self._tasks: list[asyncio.Task[None]] = []
@@ -173,7 +186,8 @@ class MaintenanceService:
     def _renew(self, name: str, lease_ms: int | None) -> None:
         """A platform pass of ``name`` arrived (or ended): the broker's timer stands by."""
         lease = self._leases[name]
-        lease.lease_ms = max(self.leases_ms[name], lease_ms or 0)
+        floor = self.leases_ms[name]
+        lease.lease_ms = min(max(floor, lease_ms or 0), MAX_LEASE_FACTOR * floor)
         lease.until = max(lease.until, time.monotonic() + lease.lease_ms / 1000)
         lease.last_platform_ms = self.clock_ms()
 
@@ -268,20 +282,45 @@ class MaintenanceService:
         self._tasks = []
 
     async def _stand_by(self, name: str) -> bool:
-        """While the platform's lease on ``name`` holds, sleep until it would run out and
-        return True (look again); False when the broker's timer should run the job now."""
+        """While the platform's lease on ``name`` holds, sleep until it would run out (the
+        delay scan: at most 100 ms, then look for an overdue message) and return True (look
+        again); False when the broker's timer should run the job now."""
         if self.mode != AUTO:
             return False
         left = self.lease_left(name)
         if left <= 0:
             return False
-        await asyncio.sleep(left + 0.001)
+        if name != DELAY_SCAN:
+            await asyncio.sleep(left + 0.001)
+            return True
+        await asyncio.sleep(min(left + 0.001, DELAY_SCAN_MAX_SLEEP))
+        return not self._overdue()
+
+    def _overdue(self) -> bool:
+        """Whether a delayed message waits more than ``overdue_ms`` past its time while no
+        scan is running: the platform drives, but too slowly (its worker is starved or
+        busy), so the broker delivers it itself."""
+        if self._locks[DELAY_SCAN].locked():
+            return False  # a scan is at it now
+        due = self.store.schedule.earliest_due_ms()
+        if due is None or self.clock_ms() - due <= self.overdue_ms:
+            return False
+        lease = self._leases[DELAY_SCAN]
+        if lease.last_rescue_ms is None or self.clock_ms() - lease.last_rescue_ms > RESCUE_LOG_EVERY_MS:
+            log.warning(
+                "a delayed message is %d ms past its time and the platform's scans have not moved it: "
+                "the broker delivers it itself",
+                self.clock_ms() - due,
+            )
+        lease.rescues += 1
+        lease.last_rescue_ms = self.clock_ms()
         return True
 
     async def _run_own(self, name: str) -> tuple[JobRun, Any]:
         """Run ``name`` on the broker's timer, saying so once when it takes over from the platform."""
         previous = self.last_runs.get(name)
-        if self.mode == AUTO and previous is not None and previous.runner == PLATFORM:
+        lapsed = self.lease_left(name) <= 0  # else a rescue (_overdue says so itself)
+        if self.mode == AUTO and lapsed and previous is not None and previous.runner == PLATFORM:
             log.warning(
                 "no platform pass of %s for %.1f s: the broker runs it on its own timer until they come back",
                 name,
@@ -327,6 +366,8 @@ class MaintenanceService:
                 "leaseMs": max(self.leases_ms[name], lease.lease_ms),
                 "leaseLeftMs": round(self.lease_left(name) * 1000),
                 "lastPlatformMs": lease.last_platform_ms,
+                "rescues": lease.rescues,
+                "lastRescueMs": lease.last_rescue_ms,
                 "lastRun": last.to_json() if last is not None else None,
             }
         return {"mode": self.mode, "jobs": jobs}

@@ -38,13 +38,12 @@ from broker_core.store.message import (
     iter_records,
 )
 from broker_core.tags import parse_tags
-from broker_core.topics import retry_topic
+from broker_core.topics import TOOLS_CONSUMER_GROUP, retry_topic
 
 if TYPE_CHECKING:
     from broker_core.client.admin import AdminClient
 
 # The group RocketMQ's tools pull as; the pull carries its own subscription, commits nothing.
-TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 PULL_FLAG_SUBSCRIPTION = 0x4
 PULL_BATCH = 32
 DEFAULT_BROWSE_LIMIT = 2_000

@@ -353,6 +353,9 @@ class MaintenanceJobState:
     lease_left_ms: int
     last_platform_ms: int | None
     last_run: MaintenanceRun | None
+    # Delay scan: how often the broker delivered a message the platform left overdue.
+    rescues: int = 0
+    last_rescue_ms: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -363,12 +366,15 @@ class MaintenanceJobState:
             "leaseLeftMs": self.lease_left_ms,
             "lastPlatformMs": self.last_platform_ms,
             "lastRun": self.last_run.to_json() if self.last_run is not None else None,
+            "rescues": self.rescues,
+            "lastRescueMs": self.last_rescue_ms,
         }
 
     @classmethod
     def from_json(cls, job: str, obj: Mapping[str, Any]) -> MaintenanceJobState:
         last = obj.get("lastRun")
         platform_ms = obj.get("lastPlatformMs")
+        rescue_ms = obj.get("lastRescueMs")
         return cls(
             job,
             str(obj.get("driver") or ""),
@@ -377,6 +383,8 @@ class MaintenanceJobState:
             int(obj.get("leaseLeftMs") or 0),
             int(platform_ms) if platform_ms is not None else None,
             MaintenanceRun.from_json(job, last) if last else None,
+            int(obj.get("rescues") or 0),
+            int(rescue_ms) if rescue_ms is not None else None,
         )
 
 

@@ -20,11 +20,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from broker_core.client.adminmessages import PULL_BATCH, PULL_FLAG_SUBSCRIPTION, TOOLS_CONSUMER_GROUP
+from broker_core.client.adminmessages import PULL_BATCH, PULL_FLAG_SUBSCRIPTION
 from broker_core.errors import AdminError
 from broker_core.messagequeue import MessageQueue
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.store.message import MessageExt, iter_records
+from broker_core.topics import TOOLS_CONSUMER_GROUP
 
 if TYPE_CHECKING:
     from broker_core.client.admin import AdminClient

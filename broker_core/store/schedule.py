@@ -208,6 +208,15 @@ class ScheduleMessageService(ConfigFile):
         self.offset_table[level] = offset + 1
         return offset + 1
 
+    def earliest_due_ms(self) -> int | None:
+        """When the first delayed message still waiting falls due (None: none waits).
+
+        Reads only each level's next entry, so it is cheap enough to ask often: the
+        broker asks it to see whether the platform's scans keep up.
+        """
+        due = [row["next_due_ms"] for row in self.backlog(0) if row["next_due_ms"] is not None]
+        return min(due) if due else None
+
     def backlog(self, now_ms: int) -> list[dict[str, int | None]]:
         """Per level: messages waiting and when the next one is due (for the console)."""
         rows: list[dict[str, int | None]] = []

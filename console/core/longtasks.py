@@ -63,7 +63,7 @@ def launch(
     user: AbstractBaseUser | AnonymousUser | None,
     params: dict[str, Any],
 ) -> LongTask:
-    """Record and queue ``task(long_task_id=..., **params)`` on the ``long`` queue.
+    """Record and queue ``task(long_task_id=..., **params)`` (a ``long_*`` task: the long queue).
 
     Raises whatever queueing raises (Redis down): the row is deleted again, so no task is
     listed that will never run.
@@ -72,7 +72,7 @@ def launch(
         kind=kind, title=title, params=params, requested_by=user if user and user.is_authenticated else None
     )
     try:
-        task.apply_async(kwargs={**params, "long_task_id": str(row.id)}, task_id=str(row.id), queue="long")
+        task.apply_async(kwargs={**params, "long_task_id": str(row.id)}, task_id=str(row.id))
     except Exception:
         row.delete()
         raise

@@ -1,12 +1,12 @@
 """Declare the processes that make up a running Quiver platform, as ``manage.py up`` starts them.
 
 Start order: the private Redis (when one is needed), a store check that must finish
-before the broker opens the store, the nameserver, the broker, two Celery workers — one
-for the time-critical maintenance jobs, one (niced) for long work such as Spark reports,
-so neither can take the other's slots — and beat, which drives the broker's maintenance
-(the broker's own timers take a job over whenever beat's passes stop reaching it), and
-the console.  Each child gets the same environment: the data directory, the Redis URL, the
-nameserver address and the Django settings module.
+before the broker opens the store, the nameserver, the broker, three Celery workers — one
+for the time-critical maintenance jobs, one (niced) for long work such as a DLQ redrive,
+one (niced) for Spark reports, so none can take another's slots — and beat, which drives
+the broker's maintenance (the broker's own timers take a job over whenever beat's passes
+stop reaching it), and the console.  Each child gets the same environment: the data
+directory, the Redis URL, the nameserver address and the Django settings module.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from console.celery import LONG_QUEUE, MAINTENANCE_QUEUE
+from console.celery import LONG_QUEUE, MAINTENANCE_QUEUE, REPORTS_QUEUE
 from console.core.supervisor import ChildSpec, http_ok, tcp_open
 
 REPO = Path(__file__).resolve().parents[2]
@@ -108,16 +108,20 @@ def log_says(path: Path, text: str) -> bool:
 
 
 def celery_workers(log_dir: Path, long_nice: int) -> list[ChildSpec]:
-    """The platform's two Celery workers: time-critical maintenance, and long work (niced).
+    """The platform's three Celery workers: time-critical maintenance, long work, and Spark
+    reports (both niced).
 
     Each consumes its own queue only (console/celery.py routes every task to one), so a
-    Spark report or a redrive can never take a slot the delay scan needs.  Two slots each:
-    the maintenance worker runs a broker's delay-scan pass beside a fan-out or the alert
-    check; the long worker a traffic and a lag report side by side.
+    Spark report or a redrive can never take a slot the delay scan needs, and a report
+    never holds up a redrive an operator waits for.  The maintenance worker has two slots
+    (a broker's delay-scan pass beside a fan-out, the alert check or a webhook), the long
+    worker two, the reports worker one: reports run one after the other, so a machine
+    holds one Spark session (about 1.7 GiB) at a time.
     """
     return [
         _worker("celery-maintenance", MAINTENANCE_QUEUE, 2, log_dir),
         _worker("celery-long", LONG_QUEUE, 2, log_dir, nice=long_nice),
+        _worker("celery-reports", REPORTS_QUEUE, 1, log_dir, nice=long_nice),
     ]
 
 

@@ -13,7 +13,10 @@ class GroupConfigWrite(serializers.Serializer):
     name = serializers.RegexField(GROUP_NAME, required=False)
     consumeEnable = serializers.BooleanField(default=True)  # noqa: N815
     consumeBroadcastEnable = serializers.BooleanField(default=True)  # noqa: N815
-    consumeFromMinEnable = serializers.BooleanField(default=True)  # noqa: N815
+    consumeFromMinEnable = serializers.BooleanField(  # noqa: N815
+        default=True,
+        help_text="stored for RocketMQ's tools; no broker acts on it (RocketMQ 4.9's does not either)",
+    )
     retryQueueNums = serializers.IntegerField(min_value=0, max_value=64, default=1)  # noqa: N815
     retryMaxTimes = serializers.IntegerField(min_value=-1, max_value=10_000, default=16)  # noqa: N815
     brokerCluster = serializers.CharField(required=False, allow_blank=True, max_length=127)  # noqa: N815

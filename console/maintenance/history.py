@@ -136,6 +136,34 @@ def offset_rows(
         day += dt.timedelta(days=1)
 
 
+def recorded_between(history_dir: Path, since_ms: int, until_ms: int, cluster: str) -> bool:
+    """Whether the platform recorded any snapshot of ``cluster`` in ``[since_ms, until_ms)``:
+    whether it was watching the cluster then (offsets or put/get counters).
+
+    Cheap: each file of the days the range touches is judged by its first row (when its
+    recording began) and its modification time (when it last grew).
+    """
+    day = dt.date.fromisoformat(partition_date(since_ms))
+    last = dt.date.fromisoformat(partition_date(max(since_ms, until_ms - 1)))
+    while day <= last:
+        for kind in (OFFSETS, COUNTERS):
+            for path in (history_dir / kind / f"date={day.isoformat()}").glob("*.jsonl"):
+                try:
+                    with path.open("rb") as f:
+                        first = orjson.loads(f.readline())
+                    grew_ms = path.stat().st_mtime * 1000
+                except (OSError, orjson.JSONDecodeError):
+                    continue
+                if (
+                    first.get("cluster") == cluster
+                    and first.get("ts", until_ms) < until_ms
+                    and grew_ms >= since_ms
+                ):
+                    return True
+        day += dt.timedelta(days=1)
+    return False
+
+
 def queue_lag(row: dict[str, Any]) -> int:
     """An offset row's lag: messages from the next one to consume (the committed offset, or
     the first still stored when expiry passed it) to the queue's end; never below 0.  The

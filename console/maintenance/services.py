@@ -367,7 +367,10 @@ def broker_drivers() -> list[dict[str, Any]]:
             row.update(reachable=False, error=error, mode="", jobs={}, fallback=[])
         else:
             jobs = {job: job_state.to_json() for job, job_state in state.jobs.items()}
-            row.update(reachable=True, error="", mode=state.mode, jobs=jobs, fallback=state.fallback_jobs)
+            # The platform drives only file expiry on a slave: the rest is no fallback there.
+            driven = set(jobs) if entry["master"] else {FILE_EXPIRY}
+            fallback = [job for job in state.fallback_jobs if job in driven]
+            row.update(reachable=True, error="", mode=state.mode, jobs=jobs, fallback=fallback)
         rows.append(row)
     return sorted(rows, key=lambda row: (row["cluster"], row["brokerName"], row["brokerAddr"]))
 

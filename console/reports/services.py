@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -23,6 +24,7 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import RedisError
 
 from console.audit.services import audited
+from console.maintenance import history
 from console.reports.models import ReportRun
 from nameserver.clusters import ClusterRef, managed_clusters
 
@@ -99,15 +101,15 @@ def create_run(
 
 
 def queue_run(run: ReportRun) -> None:
-    """Send the run to the worker (``long`` queue, the run id as task id).
+    """Send the run to the reports worker (the run id as task id).
 
     Raises whatever queueing raises (Redis down); the run is then marked failed, so no
     run stays queued that no worker will ever see.
     """
-    from console.reports.tasks import long_run_report
+    from console.reports.tasks import spark_run_report
 
     try:
-        long_run_report.apply_async(args=[str(run.id)], task_id=str(run.id), queue="long")
+        spark_run_report.apply_async(args=[str(run.id)], task_id=str(run.id))
     except Exception as exc:
         finish(run, ReportRun.FAILED, error=f"the run could not be queued: {exc}")
         raise
@@ -189,13 +191,19 @@ def schedule_window(at_ms: int) -> tuple[int, int] | None:
 
 def plan_scheduled(at_ms: int | None = None) -> list[ReportRun]:
     """Create this window's traffic and lag runs for each cluster, once: a window that
-    already has its run (an earlier beat, a second beat) is skipped.  Returns the new runs."""
+    already has its run (an earlier beat, a second beat) is skipped, and so is a window the
+    platform did not watch (no offset history of the cluster in it: before the platform
+    first ran, or a cluster silent all along), which would only make empty reports.
+    Returns the new runs."""
     window = schedule_window(now_ms() if at_ms is None else at_ms)
     if window is None:
         return []
     since, until = window
+    history_dir = Path(settings.QUIVER["HISTORY_DIR"])
     created = []
     for cluster in managed_clusters():
+        if not history.recorded_between(history_dir, since, until, cluster.name):
+            continue
         for kind in KINDS:
             key = f"{cluster.name}:{kind}:{until}"
             if ReportRun.objects.filter(schedule_key=key).exists():

@@ -1,8 +1,9 @@
 """Celery tasks of the reports: thin shells over runner.py and services.py.
 
-``long_run_report`` runs on the ``long`` queue (the ``long_*`` route), so a Spark job never
-holds up the maintenance jobs; ``schedule_reports`` is beat's: it queues each window's
-runs once (services.plan_scheduled) and fails runs whose worker died.
+``spark_run_report`` runs on the ``reports`` queue (the ``spark_*`` route), so a Spark job
+never holds up the maintenance jobs nor an operator's long task; ``schedule_reports`` is
+beat's: it queues each window's runs once (services.plan_scheduled) and fails runs whose
+worker died.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from celery import shared_task
 from console.reports import runner, services
 
 
-@shared_task(name="console.reports.tasks.long_run_report", ignore_result=True, acks_late=False)
-def long_run_report(run_id: str) -> dict[str, Any] | None:
+@shared_task(name="console.reports.tasks.spark_run_report", ignore_result=True, acks_late=False)
+def spark_run_report(run_id: str) -> dict[str, Any] | None:
     """Run the queued report ``run_id`` (a child ``python -m spark_reports``) to its end."""
     run = runner.execute(run_id)
     return run.to_json() if run is not None else None

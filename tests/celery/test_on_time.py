@@ -7,9 +7,9 @@ beat's start too), and a console.  Nothing is turned off to make a figure look g
 Lateness is read from the broker's own time stamps: a delayed message's delivered copy is
 stored when the scan moves it (``store_timestamp``), due ``delay`` after it was first
 stored (the born time, a millisecond earlier or so); a retry is due a delay level after the
-listener gave it back.  The bounds are the issue's (a second's lease; a platform that keeps
-up is far inside it), with room for a loaded two-core machine; the benchmark
-(bench/delay.py) measures the real percentiles.
+listener gave it back.  The bounds: the scan interval (plus a loaded two-core machine's
+noise) while the platform drives, the issue's lease plus 100 ms while its worker is
+stopped; the benchmark (bench/delay.py) measures the real percentiles.
 """
 
 from __future__ import annotations
@@ -161,7 +161,8 @@ def test_delays_and_retries_are_on_time_while_spark_reports_run(platform: Platfo
             due = msg.born_timestamp + LEVELS_MS[int(name[1]) - 1]
         late[name] = msg.store_timestamp - due
     assert len(late) == 20
-    assert max(late.values()) <= LEASE_MS, f"late (ms): {late}"
+    # On time: the scan interval and a loaded machine's noise, far inside the rescue bound.
+    assert max(late.values()) <= 100 + SLACK_MS, f"late (ms): {late}"
     # The platform itself kept up: its scans moved every one (15 delayed, 5 retries).
     assert scanned_by_platform == 20
 
@@ -203,4 +204,6 @@ def test_a_paused_worker_leaves_the_broker_to_deliver_and_the_platform_takes_bac
     delayed = [msg for msg in listener.settled() if msg.body != b"warm-up"]
     late = [msg.store_timestamp - (msg.born_timestamp + LEVELS_MS[0]) for msg in delayed]
     assert len(late) == 20
-    assert max(late) <= LEASE_MS + 100 + SLACK_MS, f"late (ms): {sorted(late)}"
+    # The issue's bound, the lease plus the scan interval; the broker's rescue of messages
+    # due while the lease still held (overdue limit + a 100 ms look) is well inside it.
+    assert max(late) <= LEASE_MS + 100, f"late (ms): {sorted(late)}"

@@ -15,8 +15,9 @@ from .conftest import run_official_client
 from .test_send import create_topic
 
 LEVELS_MS = parse_delay_levels(DEFAULT_DELAY_LEVELS)
-LEASE_MS = 1000  # the default delayScanLeaseMillis: the most a due message waits for the broker
-SLACK_MS = 400  # scheduling noise on a loaded two-core machine
+# A broker alone scans on its own timer: due messages wait at most its 100 ms scan interval,
+# plus scheduling noise on a loaded two-core machine and the clients' hand-off.
+ON_TIME_MS = 100 + 400
 
 
 async def test_a_cli_broker_alone_delivers_delays_and_retries_on_time(tmp_path: Path) -> None:
@@ -43,7 +44,7 @@ async def test_a_cli_broker_alone_delivers_delays_and_retries_on_time(tmp_path: 
             received = await consumer
             assert len(received) == 1 and received[0]["body"] == "later", received
             late_ms = received[0]["received_at"] * 1000 - (sent[0]["sent_at"] * 1000 + LEVELS_MS[0])
-            assert late_ms <= LEASE_MS + SLACK_MS, f"delayed message {late_ms:.0f} ms late"
+            assert late_ms <= ON_TIME_MS, f"delayed message {late_ms:.0f} ms late"
 
             plain = await run_official_client(  # level 0: a plain message
                 "delayed_producer_child.py", ns.address, "Retried", "0", home=tmp_path / "r"
@@ -63,7 +64,7 @@ async def test_a_cli_broker_alone_delivers_delays_and_retries_on_time(tmp_path: 
             retry_late_ms = (deliveries[1]["received_at"] - deliveries[0]["received_at"]) * 1000 - LEVELS_MS[
                 2
             ]
-            assert -100 <= retry_late_ms <= LEASE_MS + SLACK_MS, f"retry {retry_late_ms:.0f} ms late"
+            assert -100 <= retry_late_ms <= ON_TIME_MS, f"retry {retry_late_ms:.0f} ms late"
 
             async with AdminClient(ns.address) as admin:
                 state = (await admin.maintenance_status(addr)).jobs["delay_scan"]

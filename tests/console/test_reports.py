@@ -21,6 +21,7 @@ from django.test import Client
 
 from console.audit.models import AuditEntry
 from console.groups.services import lag_trend
+from console.maintenance import history
 from console.reports import runner, services
 from console.reports.models import ReportRun
 from nameserver.clusters import find_cluster
@@ -245,10 +246,10 @@ def test_a_run_asked_for_is_queued_and_audited(
     assert body["until"] - body["since"] == 30 * 60_000 and body["scheduled"] is False
     run = ReportRun.objects.get(id=body["id"])
     assert run.output == f"{reports_dir}/{run.id}"
-    # On the long queue, named after the run, for the worker to pick up.
-    queued = [orjson.loads(m) for m in console_redis.lrange("long", 0, -1)]
+    # On the reports queue, named after the run, for the reports worker to pick up.
+    queued = [orjson.loads(m) for m in console_redis.lrange("reports", 0, -1)]
     assert [m["headers"]["id"] for m in queued] == [str(run.id)]
-    assert queued[0]["headers"]["task"] == "console.reports.tasks.long_run_report"
+    assert queued[0]["headers"]["task"] == "console.reports.tasks.spark_run_report"
     entry = AuditEntry.objects.get(action="report.run")
     assert entry.result == "ok" and entry.username == "operator" and entry.after["run"] == str(run.id)
     assert personas["viewer"].get(body["url"]).json()["status"] == "queued"
@@ -374,9 +375,24 @@ def test_the_page_form_runs_a_report(
     assert run.until - run.since == 360 * 60_000 and run.requested_by.username == "operator"
 
 
-def test_scheduled_runs_cover_the_last_period_once(reports_dir: Path, settings: Any, db: None) -> None:
-    settings.QUIVER = {**settings.QUIVER, "REPORT_SCHEDULE_MINUTES": 60, "REPORT_WINDOW_MINUTES": 0}
+def test_scheduled_runs_cover_the_last_period_once(
+    reports_dir: Path, settings: Any, db: None, tmp_path: Path
+) -> None:
+    history_dir = tmp_path / "history"
+    settings.QUIVER = {
+        **settings.QUIVER,
+        "REPORT_SCHEDULE_MINUTES": 60,
+        "REPORT_WINDOW_MINUTES": 0,
+        "HISTORY_DIR": history_dir,
+    }
     at_ms = T0 + 25 * 60_000
+    # A period the platform did not watch (no history of the cluster): no empty report.
+    assert services.plan_scheduled(at_ms) == []
+    watched_at = at_ms // 3_600_000 * 3_600_000 - 30 * 60_000  # in the last whole hour
+    day = history_dir / "counters" / f"date={history.partition_date(watched_at)}"
+    day.mkdir(parents=True)
+    row = {"ts": watched_at, "cluster": "default", "kind": "put", "topic": "T", "group": "", "total": 1}
+    (day / "broker-a.jsonl").write_bytes(orjson.dumps(row) + b"\n")
     first = services.plan_scheduled(at_ms)
     assert sorted(r.kind for r in first) == ["lag", "traffic"]
     hour = at_ms // 3_600_000 * 3_600_000

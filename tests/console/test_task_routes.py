@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console.celery import LONG_QUEUE, MAINTENANCE_QUEUE, app, queue_for
+from console.celery import LONG_QUEUE, MAINTENANCE_QUEUE, REPORTS_QUEUE, app, queue_for
 from console.core.processes import Ports, broker_conf_warnings, celery_workers, write_server_confs
 
 
@@ -18,25 +18,42 @@ def our_tasks() -> dict[str, object]:
     return {name: task for name, task in app.tasks.items() if name.startswith("console.")}
 
 
+# Every task of the platform and the queue it must run on: a new task is added here too.
+EXPECTED_QUEUES = {
+    "console.maintenance.tasks.delay_scan_all": MAINTENANCE_QUEUE,
+    "console.maintenance.tasks.delay_scan": MAINTENANCE_QUEUE,
+    "console.maintenance.tasks.offset_persistence_all": MAINTENANCE_QUEUE,
+    "console.maintenance.tasks.file_expiry_all": MAINTENANCE_QUEUE,
+    "console.maintenance.tasks.run_job": MAINTENANCE_QUEUE,
+    "console.maintenance.tasks.prune_history": MAINTENANCE_QUEUE,
+    "console.alerts.tasks.check_lag_alerts": MAINTENANCE_QUEUE,
+    "console.alerts.tasks.deliver_alert_webhook": MAINTENANCE_QUEUE,
+    "console.reports.tasks.schedule_reports": MAINTENANCE_QUEUE,
+    "console.dlq.tasks.long_resend_dlq": LONG_QUEUE,
+    "console.reports.tasks.spark_run_report": REPORTS_QUEUE,
+}
+
+
 def test_every_task_is_routed_to_the_queue_of_its_class() -> None:
     tasks = our_tasks()
-    assert {"console.reports.tasks.long_run_report", "console.dlq.tasks.long_resend_dlq"} <= set(tasks)
-    assert "console.maintenance.tasks.delay_scan" in tasks
-    for name in tasks:
-        route = app.amqp.router.route({}, name)
-        expected = LONG_QUEUE if name.rsplit(".", 1)[-1].startswith("long_") else MAINTENANCE_QUEUE
-        assert route["queue"].name == expected == queue_for(name), name
+    assert set(tasks) == set(EXPECTED_QUEUES)
+    for name, queue in EXPECTED_QUEUES.items():
+        assert app.amqp.router.route({}, name)["queue"].name == queue == queue_for(name), name
 
 
 def test_up_runs_one_worker_per_queue_one_task_per_slot_and_long_work_niced(tmp_path: Path) -> None:
     workers = {spec.name: spec for spec in celery_workers(tmp_path, long_nice=10)}
-    assert set(workers) == {"celery-maintenance", "celery-long"}
     queues = {name: spec.argv[spec.argv.index("-Q") + 1] for name, spec in workers.items()}
-    assert queues == {"celery-maintenance": MAINTENANCE_QUEUE, "celery-long": LONG_QUEUE}
+    assert queues == {
+        "celery-maintenance": MAINTENANCE_QUEUE,
+        "celery-long": LONG_QUEUE,
+        "celery-reports": REPORTS_QUEUE,
+    }
     for spec in workers.values():
         argv = list(spec.argv)
         assert argv[argv.index("--prefetch-multiplier") + 1] == "1" and argv[argv.index("-O") + 1] == "fair"
-    assert (workers["celery-maintenance"].nice, workers["celery-long"].nice) == (0, 10)
+    nice = {name: spec.nice for name, spec in workers.items()}
+    assert nice == {"celery-maintenance": 0, "celery-long": 10, "celery-reports": 10}
     assert app.conf.worker_prefetch_multiplier == 1
 
 

@@ -127,6 +127,7 @@ def test_up_starts_everything_serves_the_console_and_stops_it_all(
             "broker",
             "celery-maintenance",
             "celery-long",
+            "celery-reports",
             "celery-beat",
         )
         for name in (*names, "console"):
@@ -167,6 +168,7 @@ def test_up_starts_everything_serves_the_console_and_stops_it_all(
         autogroups = Path("/proc/self/autogroup").exists()
         assert worker_niceness(platform_dir) == {
             "long": {(10, 10 if autogroups else None)},
+            "reports": {(10, 10 if autogroups else None)},
             "maintenance": {(0, 0 if autogroups else None)},
         }
 

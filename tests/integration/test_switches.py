@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from broker_core.broker.controller import BrokerController
-from broker_core.broker.groups import TOOLS_CONSUMER_GROUP, SubscriptionGroupConfig
+from broker_core.broker.groups import SubscriptionGroupConfig
 from broker_core.broker.topics import TopicConfig
 from broker_core.client.config import ClientConfig
 from broker_core.client.consumer.pull import PullConsumer
@@ -30,7 +30,7 @@ from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.store.message import decode_record, encode_properties
 from broker_core.testing import cli_server, run_broker, run_namesrv
-from broker_core.topics import dlq_topic, retry_topic
+from broker_core.topics import TOOLS_CONSUMER_GROUP, dlq_topic, retry_topic
 
 from .clusterhelpers import put, raw_client, started, wait_until_routed
 
@@ -81,11 +81,13 @@ async def update_group(
     assert response.code == ResponseCode.SUCCESS, response.remark
 
 
-def heartbeat_body(group: str, model: str = "CLUSTERING", producer: str | None = None) -> bytes:
+def heartbeat_body(
+    group: str, model: str = "CLUSTERING", producer: str | None = None, client_id: str | None = None
+) -> bytes:
     """A Java-style heartbeat of one consumer of ``group`` subscribed to TOPIC."""
     return orjson.dumps(
         {
-            "clientID": f"127.0.0.1@{group}",
+            "clientID": client_id or f"127.0.0.1@{group}",
             "producerDataSet": [{"groupName": producer}] if producer else [],
             "consumerDataSet": [
                 {
@@ -269,6 +271,12 @@ async def test_a_retry_sent_straight_past_its_maximum_lands_in_the_dlq(tmp_path:
         # Those below their maximum stay retries: delayed ones wait in the schedule topic.
         retried = broker.store.get_message(retry_topic(GROUP), 0, 0, 32).messages
         assert [decode_record(m).body for m in retried] == [b"header-allows"]
+        # A batch to a retry topic is refused, as RocketMQ does: each message needs its own decision.
+        code, fields = send_to_retry(GROUP, 0, v2=False)
+        batch = await invoke(
+            client, broker, RequestCode.SEND_BATCH_MESSAGE, {**fields, "batch": "true"}, b"x"
+        )
+        assert batch.code == ResponseCode.MESSAGE_ILLEGAL and "retry topic" in (batch.remark or "")
 
 
 async def test_a_retry_sent_for_an_unknown_group_is_refused_without_auto_create(tmp_path: Path) -> None:
@@ -279,6 +287,28 @@ async def test_a_retry_sent_for_an_unknown_group_is_refused_without_auto_create(
             answer = await invoke(client, broker, code, fields, b"x")
         assert answer.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
         assert "subscription group not exist, ghost" in (answer.remark or "")
+
+
+async def test_notify_consumer_ids_changed_enable_false_leaves_members_to_their_own_timer(
+    tmp_path: Path,
+) -> None:
+    async with run_broker(tmp_path / "store") as broker, raw_client() as first, raw_client() as second:
+        told: list[str] = []
+        first.register(
+            RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+            lambda req, conn: told.append(req.ext_fields["consumerGroup"]),
+        )
+        for group, enable in (("quiet-group", False), ("told-group", True)):
+            await update_group(
+                first, broker, SubscriptionGroupConfig(group, notify_consumer_ids_changed_enable=enable)
+            )
+            for client, name in ((first, "first"), (second, "second")):  # the second joins: ids changed
+                beat = await invoke(
+                    client, broker, RequestCode.HEART_BEAT, {}, heartbeat_body(group, client_id=name)
+                )
+                assert beat.code == ResponseCode.SUCCESS
+        await asyncio.sleep(0.5)  # a oneway notice is on its way or nothing is
+        assert "told-group" in told and "quiet-group" not in told
 
 
 def commit_log_segments(broker: BrokerController) -> list[str]:
@@ -309,7 +339,7 @@ async def test_delete_expired_commitlog_removes_expired_segments_on_request(tmp_
 
 async def test_short_polling_holds_an_empty_pull_for_short_polling_time_mills(tmp_path: Path) -> None:
     async with (
-        run_broker(tmp_path / "store", long_polling_enable=False, short_polling_time_mills=200) as broker,
+        run_broker(tmp_path / "store", long_polling_enable=False, short_polling_time_mills=1000) as broker,
         raw_client() as client,
     ):
         await with_topic(broker)
@@ -318,6 +348,12 @@ async def test_short_polling_holds_an_empty_pull_for_short_polling_time_mills(tm
         assert held.code == ResponseCode.PULL_NOT_FOUND
         assert held.ext_fields["nextBeginOffset"] == "1"
         assert time.monotonic() - started_at < 10, "held for the client's 20 s, not shortPollingTimeMills"
+        # Held, not answered at once: a message stored while the pull waits is in its answer.
+        waiting = asyncio.create_task(pull(client, broker, offset=1, suspend_ms=20_000))
+        await asyncio.sleep(0.2)
+        put(broker, TOPIC, 0, b"stored while the pull was held", TAGS="T")
+        answer = await waiting
+        assert answer.code == ResponseCode.SUCCESS and answer.ext_fields["nextBeginOffset"] == "2"
 
         # A live setting, like longPollingEnable.
         body = b"shortPollingTimeMills=50\n"

@@ -54,7 +54,7 @@ class ClientProcessor:
         for consumer in body.get("consumerDataSet") or []:
             self._ensure_group(str(consumer["groupName"]))
         for group in changed:
-            self.broker.clients.notify_ids_changed(group)
+            self.broker.notify_ids_changed(group)
         if refused:
             remark = "; ".join(group_not_exist_remark(group) for group in refused)
             log.warning("heartbeat of %s refused: %s", body.get("clientID"), remark)
@@ -95,7 +95,7 @@ class ClientProcessor:
         def closed(c: Any) -> None:
             self._watched.discard(id(c))
             for group in self.broker.clients.connection_closed(c):
-                self.broker.clients.notify_ids_changed(group)
+                self.broker.notify_ids_changed(group)
 
         conn.add_close_callback(closed)
 
@@ -105,7 +105,7 @@ class ClientProcessor:
             fields.get("clientID", ""), fields.get("producerGroup", ""), fields.get("consumerGroup", "")
         )
         for group in changed:
-            self.broker.clients.notify_ids_changed(group)
+            self.broker.notify_ids_changed(group)
         return request.response()
 
     def consumer_list(self, request: RemotingCommand, conn: Any) -> RemotingCommand:

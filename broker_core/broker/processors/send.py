@@ -206,7 +206,9 @@ class SendProcessor:
         try:
             header = SendHeader.parse(request)
             topic_config = self._writable_topic(header)
-            if not header.batch and retry_group_of(header.topic) is not None:
+            if retry_group_of(header.topic) is not None:
+                if header.batch:  # each message would need its own DLQ decision
+                    raise SendError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be sent to a retry topic")
                 topic_config = self._retry_or_dlq(header, topic_config)
             queue_id = self._queue_id(header, topic_config)
             if header.batch and header.sys_flag & COMPRESSED_FLAG and request.body[:1] == ZLIB_FIRST_BYTE:
