@@ -16,6 +16,7 @@ from typing import Protocol, TypeVar
 import orjson
 
 from broker_core.broker.controller import BrokerController
+from broker_core.broker.topics import TopicConfig
 from broker_core.namesrv.server import NamesrvServer
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.codes import RequestCode, ResponseCode
@@ -35,6 +36,20 @@ def dead_addr() -> str:
 async def cluster(store_dir: Path) -> AsyncIterator[tuple[NamesrvServer, BrokerController]]:
     """A nameserver and a broker ``broker-a`` of ``DefaultCluster`` registered with it."""
     async with run_namesrv() as ns, run_broker(store_dir, ns.address) as broker:
+        yield ns, broker
+
+
+@contextlib.asynccontextmanager
+async def routed_cluster(
+    store_dir: Path, topic: str, queues: int
+) -> AsyncIterator[tuple[NamesrvServer, BrokerController]]:
+    """A nameserver and a broker with ``topic`` routed, every delay level 1 s (so a retry,
+    at level 3 + reconsume times, comes back quickly; the broker's own scan delivers it)."""
+    store = {"message_delay_level": " ".join(["1s"] * 18)}
+    async with run_namesrv() as ns, run_broker(store_dir, ns.address, store=store) as broker:
+        broker.topics.update(TopicConfig(topic, queues, queues))
+        broker.topics_changed()
+        await wait_until_routed(ns, topic)
         yield ns, broker
 
 

@@ -17,30 +17,20 @@ from pathlib import Path
 import pytest
 
 from broker_core.broker.controller import BrokerController
-from broker_core.broker.topics import TopicConfig
 from broker_core.client.config import ClientConfig
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
 from broker_core.namesrv.server import NamesrvServer
 from broker_core.store.message import COMPRESSED_FLAG, MessageExt, MessageInner
-from broker_core.testing import run_broker, run_namesrv
 
-from .clusterhelpers import wait_until_routed
+from .clusterhelpers import routed_cluster
 
 TOPIC = "PushTopic"
 
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[tuple[NamesrvServer, BrokerController]]:
-    # Delay levels of 1 s, so a redelivery (level 3 + reconsume times) comes back quickly.
-    store = {"message_delay_level": " ".join(["1s"] * 18)}
-    async with (
-        run_namesrv() as ns,
-        run_broker(tmp_path / "store", ns.address, store=store, standalone_maintenance=True) as broker,
-    ):
-        broker.topics.update(TopicConfig(TOPIC, 4, 4))
-        broker.topics_changed()
-        await wait_until_routed(ns, TOPIC)
-        yield ns, broker
+    async with routed_cluster(tmp_path / "store", TOPIC, 4) as servers:
+        yield servers
 
 
 def produce(broker: BrokerController, count: int, tags: str = "TagA") -> None:

@@ -18,32 +18,23 @@ from typing import Any
 import pytest
 
 from broker_core.broker.controller import BrokerController
-from broker_core.broker.topics import TopicConfig
 from broker_core.client.config import ClientConfig
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
 from broker_core.namesrv.server import NamesrvServer
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.store.message import MessageExt, decode_record
-from broker_core.testing import run_broker, run_namesrv
 from broker_core.topics import dlq_topic, retry_topic
 
-from .clusterhelpers import put, wait_until_routed
+from .clusterhelpers import put, routed_cluster
 
 TOPIC = "GiveUpTopic"
 
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[tuple[NamesrvServer, BrokerController]]:
-    store = {"message_delay_level": " ".join(["1s"] * 18)}
-    async with (
-        run_namesrv() as ns,
-        run_broker(tmp_path / "store", ns.address, store=store, standalone_maintenance=True) as broker,
-    ):
-        broker.topics.update(TopicConfig(TOPIC, 1, 1))
-        broker.topics_changed()
-        await wait_until_routed(ns, TOPIC)
-        yield ns, broker
+    async with routed_cluster(tmp_path / "store", TOPIC, 1) as servers:
+        yield servers
 
 
 class Refuser:
