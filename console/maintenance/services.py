@@ -77,6 +77,12 @@ class BrokerTarget:
         return [self.cluster, self.namesrv_addr, self.broker_name, self.addr, self.missing]
 
 
+def known_brokers(client: Any) -> dict[str, dict[str, Any]]:
+    """Every broker seen through the nameservers lately, by address: its cluster, the
+    nameservers that listed it, its name, whether it is a master, when it was last seen."""
+    return {k.decode(): orjson.loads(v) for k, v in client.hgetall(KNOWN_KEY).items()}
+
+
 def discover(job: str, *, masters_only: bool = True) -> list[BrokerTarget]:
     """The brokers registered with every managed cluster's nameservers, and those seen
     within ``QUIVER_FORGET_BROKER_SECONDS`` that are missing now (a broker that went down
@@ -86,7 +92,7 @@ def discover(job: str, *, masters_only: bool = True) -> list[BrokerTarget]:
     ``job`` (under ``namesrv:<addrs>``); its brokers seen lately are still tried.
     """
     client = redis_client()
-    known = {k.decode(): orjson.loads(v) for k, v in client.hgetall(KNOWN_KEY).items()}
+    known = known_brokers(client)
     seen: dict[str, dict[str, Any]] = {}
     errors = []
     at = now_ms()
@@ -342,7 +348,7 @@ def broker_drivers() -> list[dict[str, Any]]:
     The brokers' own runs never reach Redis: only the broker knows them, so this asks each
     one (all at once per cluster).  A broker that does not answer is listed as such.
     """
-    known = {k.decode(): orjson.loads(v) for k, v in redis_client().hgetall(KNOWN_KEY).items()}
+    known = known_brokers(redis_client())
     by_namesrv: dict[str, list[str]] = {}
     for addr, entry in sorted(known.items()):
         by_namesrv.setdefault(entry["namesrv"], []).append(addr)
