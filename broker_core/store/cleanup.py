@@ -49,16 +49,24 @@ class ExpiryDecision:
 
 
 def decide_expiry(config: StoreConfig, now_ms: int, used_ratio: float, *, manual: bool) -> ExpiryDecision:
-    """Apply RocketMQ's expiry triggers to the clock and the disk-use ratio."""
-    if used_ratio > config.disk_space_clean_forcibly_ratio:
-        return ExpiryDecision(True, True, f"disk {used_ratio:.0%} used, above the forced-clean ratio")
-    if used_ratio * 100 > config.disk_max_used_space_ratio:
-        return ExpiryDecision(True, False, f"disk {used_ratio:.0%} used, above diskMaxUsedSpaceRatio")
+    """Apply RocketMQ's expiry triggers to the clock and the disk-use ratio.
+
+    The reason names every trigger that holds (a run in the deleteWhen hour on a full disk
+    says both), so an operator reading it learns why files went, not just the first rule.
+    """
+    reasons = []
+    force = used_ratio > config.disk_space_clean_forcibly_ratio
+    if force:
+        reasons.append(f"disk {used_ratio:.0%} used, above the forced-clean ratio")
+    elif used_ratio * 100 > config.disk_max_used_space_ratio:
+        reasons.append(f"disk {used_ratio:.0%} used, above diskMaxUsedSpaceRatio")
     if manual:
-        return ExpiryDecision(True, False, "requested")
+        reasons.append("requested")
     if is_delete_hour(config, now_ms):
-        return ExpiryDecision(True, False, f"deleteWhen hour ({config.delete_when})")
-    return ExpiryDecision(False, False, "not the deleteWhen hour and the disk has room")
+        reasons.append(f"deleteWhen hour ({config.delete_when})")
+    if not reasons:
+        return ExpiryDecision(False, False, "not the deleteWhen hour and the disk has room")
+    return ExpiryDecision(True, force, "; ".join(reasons))
 
 
 @dataclass

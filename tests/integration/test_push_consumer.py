@@ -14,15 +14,18 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import orjson
 import pytest
 
 from broker_core.broker.controller import BrokerController
 from broker_core.client.config import ClientConfig
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
 from broker_core.namesrv.server import NamesrvServer
+from broker_core.remoting.codes import RequestCode
+from broker_core.remoting.command import RemotingCommand
 from broker_core.store.message import COMPRESSED_FLAG, MessageExt, MessageInner
 
-from .clusterhelpers import routed_cluster
+from .clusterhelpers import raw_client, routed_cluster
 
 TOPIC = "PushTopic"
 
@@ -230,6 +233,35 @@ async def test_orderly_keeps_queue_order_across_a_failure_and_a_rebalance(
     assert len(refused) >= 2 and refused[1].reconsume_times == 1  # retried here, not sent back
     assert broker.store is not None
     assert broker.store.get_max_offset_in_queue("%RETRY%orderly-group", 0) == 0  # nothing sent back
+
+
+async def test_an_orderly_queue_held_by_another_member_is_taken_soon_after_its_release(
+    cluster: tuple[NamesrvServer, BrokerController],
+) -> None:
+    """A member that finds its queues locked (the one giving them up has not rebalanced yet)
+    asks again within seconds, not a whole rebalance interval (20 s) later."""
+    ns, broker = cluster
+    produce(broker, 8)
+
+    def lock_request(code: int) -> RemotingCommand:
+        queues = [{"topic": TOPIC, "brokerName": broker.config.broker_name, "queueId": q} for q in range(4)]
+        body = {"clientId": "the-leaving-member", "consumerGroup": "held-group", "mqSet": queues}
+        return RemotingCommand.request(code, {}, orjson.dumps(body))
+
+    async with raw_client() as client:
+        held = await client.invoke(broker.address, lock_request(RequestCode.LOCK_BATCH_MQ))
+        assert len(orjson.loads(held.body)["lockOKMQSet"]) == 4
+        collector = Collector()
+        push = consumer(ns, collector, group="held-group", instance="taker", orderly=True)
+        await asyncio.to_thread(push.start)
+        try:
+            await asyncio.sleep(0.5)
+            assert not collector.got, "nothing is consumed while another member holds the locks"
+            await client.invoke(broker.address, lock_request(RequestCode.UNLOCK_BATCH_MQ))
+            await until(lambda: sum(collector.bodies().values()) >= 8, timeout=10.0)
+        finally:
+            await asyncio.to_thread(push.shutdown)
+    assert in_queue_order(collector.got)
 
 
 async def test_consumers_joining_leaving_and_dying_mid_stream_lose_nothing(

@@ -83,6 +83,10 @@ PULL_TIMEOUT_S = 30.0
 PULL_DELAY_ON_EXCEPTION_S = 3.0
 FLOW_CONTROL_DELAY_S = 0.05
 REBALANCE_LOCK_INTERVAL_MS = 20_000
+# An orderly queue whose lock another member still holds (it has not yet seen the
+# rebalance that hands the queue over) is asked for again this soon, not a whole
+# rebalance interval later.
+LOCK_RETRY_DELAY_S = 1.0
 
 
 class ConsumeStatus(enum.Enum):
@@ -194,6 +198,7 @@ class PushConsumer:
         self._pool: ConsumeWorkers | None = None
         self._timers: list[asyncio.Task[None]] = []
         self._rebalance_lock: asyncio.Lock | None = None
+        self._lock_retry: asyncio.Task[None] | None = None
         self._stopping = False  # set at shutdown: no rebalance may start a pull after it
 
     # -- configuration -------------------------------------------------------------------------
@@ -337,6 +342,8 @@ class PushConsumer:
         assert self._rebalance_lock is not None
         async with self._rebalance_lock:  # a rebalance under way finishes first
             pass
+        if self._lock_retry is not None:
+            self._timers.append(self._lock_retry)
         for task in self._timers:
             task.cancel()
         for pq in self.process_queues.values():
@@ -433,8 +440,23 @@ class PushConsumer:
                     wanted.update(mq for mq in self.process_queues if mq.topic == topic)
             for mq in [mq for mq in self.process_queues if mq not in wanted]:
                 await self._drop(mq)
-            for mq in sorted(wanted - set(self.process_queues)):
-                await self._add(mq)
+            refused = [mq for mq in sorted(wanted - set(self.process_queues)) if not await self._add(mq)]
+        if refused and self.orderly and not self._stopping:
+            self._schedule_lock_retry()
+
+    def _schedule_lock_retry(self) -> None:
+        """Rebalance again in LOCK_RETRY_DELAY_S: the member giving the queues up unlocks them
+        when its own rebalance runs, which the same membership change has just triggered."""
+        if self._lock_retry is not None and not self._lock_retry.done():
+            return
+
+        async def retry() -> None:
+            await asyncio.sleep(LOCK_RETRY_DELAY_S)
+            self._lock_retry = None  # the rebalance below may need another
+            if not self._stopping:
+                await self.rebalance()
+
+        self._lock_retry = asyncio.get_running_loop().create_task(retry(), name=f"relock-{self.group}")
 
     async def _allocated(self, topic: str) -> list[MessageQueue]:
         assert self._instance is not None
@@ -476,15 +498,16 @@ class PushConsumer:
         if self.orderly and self.clustering:
             await self._lock_request(RequestCode.UNLOCK_BATCH_MQ, [mq])
 
-    async def _add(self, mq: MessageQueue) -> None:
+    async def _add(self, mq: MessageQueue) -> bool:
+        """Start consuming ``mq``; False when an orderly queue's lock is held by another member."""
         if self._stopping:
-            return
+            return True
         if (
             self.orderly
             and self.clustering
             and mq not in await self._lock_request(RequestCode.LOCK_BATCH_MQ, [mq])
         ):
-            return  # another consumer still holds it: the next rebalance tries again
+            return False  # another consumer still holds it: asked again soon
         assert self._instance is not None and self._store is not None
         try:
             offset = await start_offset(
@@ -492,10 +515,11 @@ class PushConsumer:
             )
         except (NoRouteError, BrokerRefusedError, RemotingError) as exc:
             log.info("consumer %s: cannot start %s now: %s", self.group, mq, exc)
-            return  # the next rebalance tries again
+            return True  # the next rebalance tries again
         pq = ProcessQueue(mq, offset, locked=True)
         self.process_queues[mq] = pq
         self._pull_tasks[mq] = asyncio.create_task(self._pull_loop(pq), name=f"pull-{mq}")
+        return True
 
     # -- pulling ---------------------------------------------------------------------------------
 
