@@ -2,8 +2,9 @@
 
 * ``namesrv [-c FILE]``: run a nameserver (``listenPort`` and friends, RocketMQ style).
 * ``broker -c FILE``: run a broker from a RocketMQ-style broker.conf.
-* ``store check --store DIR``: open a store (recovering it if it was not closed cleanly),
-  print what it holds and run every file's self-check; exit 1 when problems are found.
+* ``store check --store DIR``: report on a store (geometry, records, damaged ranges, a
+  torn tail, consume queues) without changing a byte; exit 1 when problems are found.
+  ``--repair`` recovers it as a broker start would and prints each change.
 * ``store rebuild --store DIR``: rebuild consume queues and index from the commit log.
 * mqadmin-style admin commands (``clusterList``, ``topicList``, ``consumerProgress``...,
   see ``broker_core.cli.admin``), also installed as ``quiver-admin``.
@@ -14,6 +15,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 from pathlib import Path
@@ -27,36 +29,52 @@ from broker_core.config import (
     load_properties,
     unsupported_settings,
 )
+from broker_core.errors import ConfigError
 from broker_core.namesrv.server import NamesrvServer
+from broker_core.store.geometry import resolve_geometry
+from broker_core.store.inspect import describe, inspect_store
 from broker_core.store.store import MessageStore
 
 log = logging.getLogger("broker_core")
 
 
-def _store_config(args: argparse.Namespace) -> StoreConfig:
-    return StoreConfig(str(Path(args.store).resolve()), warm_mapped_file_enable=False)
-
-
 def store_check(args: argparse.Namespace) -> int:
-    """Open, summarise and self-check a store."""
-    store = MessageStore(_store_config(args))
+    """Report on a store without changing it; exit 1 when problems are found."""
+    root = Path(args.store).resolve()
+    try:
+        report = inspect_store(root, tail_segments=args.tail)
+    except ConfigError as exc:
+        print(f"store: {root}\n  PROBLEM: {exc}\n  check: 1 problem(s)")
+        return 1
+    for line in describe(report):
+        print(line)
+    return 1 if report.problems else 0
+
+
+def store_repair(args: argparse.Namespace) -> int:
+    """Recover a store as the broker's start would (``--repair``; ``rebuild`` also
+    rebuilds consume queues and index) and say exactly what changed; then check it."""
+    root = Path(args.store).resolve()
+    if not (root / "commitlog").is_dir():
+        return store_check(args)  # nothing to repair, and a store is the broker's to create
+    try:
+        # Recovery walks only the newest segments: the check's walk finds damage anywhere.
+        report = inspect_store(root, tail_segments=args.tail)
+        store = MessageStore(StoreConfig(str(root), warm_mapped_file_enable=False), adopt_geometry=True)
+    except ConfigError as exc:
+        print(f"store: {root}\n  PROBLEM: {exc}")
+        return 1
     if args.rebuild:
         store.rebuild_consume_queues()
+        print("  changed: deleted every consume queue, index file and the checkpoint, to rebuild them")
     with store.open():
-        log = store.commit_log
-        print(f"store: {store.root}")
-        print(f"  last stop: {'unclean (recovered)' if store.recovered_abnormally else 'clean'}")
-        print(
-            f"  commit log: {len(log.queue.files)} segment(s), offsets [{log.min_offset}, {log.max_offset})"
-        )
-        queues = list(store.consume_queues)
-        messages = sum(cq.max_offset - cq.min_offset for cq in queues)
-        print(f"  topics: {len(store.topics())}, queues: {len(queues)}, messages in queues: {messages}")
-        problems = store.check()
-        for problem in problems:
-            print(f"  PROBLEM: {problem}")
-        print("  check: " + ("ok" if not problems else f"{len(problems)} problem(s)"))
-    return 1 if problems else 0
+        now = store.clock_ms()
+        store.record_damage([dataclasses.replace(r, found_ms=now) for r in report.new_damage])
+        for change in store.recovery_changes:
+            print(f"  changed: {change}")
+        if not store.recovery_changes and not args.rebuild:
+            print("  changed: nothing (the store needed no repair)")
+    return store_check(args)
 
 
 def namesrv(args: argparse.Namespace) -> int:
@@ -78,6 +96,11 @@ def broker(args: argparse.Namespace) -> int:
     for warning in unsupported_settings(config, store_config):
         print(f"warning: {args.config}: {warning}", file=sys.stderr)
         log.warning("%s: %s", args.config, warning)
+    try:
+        resolve_geometry(store_config, adopt=False)
+    except ConfigError as exc:
+        print(f"error: {args.config}: {exc}", file=sys.stderr)
+        return 1
     return _serve(BrokerController(config, store_config))
 
 
@@ -116,10 +139,22 @@ def build_parser() -> argparse.ArgumentParser:
     br.set_defaults(func=broker)
     store = commands.add_parser("store", help="inspect or repair a message store")
     store_commands = store.add_subparsers(dest="store_command", required=True)
-    for name, rebuild in (("check", False), ("rebuild", True)):
-        sub = store_commands.add_parser(name, help=f"{name} a store directory")
-        sub.add_argument("--store", required=True, help="the store's root directory")
-        sub.set_defaults(func=store_check, rebuild=rebuild)
+    check = store_commands.add_parser("check", help="report on a store directory, changing nothing")
+    check.add_argument("--store", required=True, help="the store's root directory")
+    check.add_argument(
+        "--tail", type=int, default=None, metavar="N", help="walk only the last N commit-log segments"
+    )
+    check.add_argument(
+        "--repair",
+        action="store_true",
+        help="recover the store (as a broker start would) and say what changed",
+    )
+    check.set_defaults(func=lambda a: store_repair(a) if a.repair else store_check(a), rebuild=False)
+    rebuild = store_commands.add_parser(
+        "rebuild", help="rebuild consume queues and index from the commit log (changes the store)"
+    )
+    rebuild.add_argument("--store", required=True, help="the store's root directory")
+    rebuild.set_defaults(func=store_repair, rebuild=True, tail=None)
     add_admin_commands(commands)
     return parser
 

@@ -16,11 +16,15 @@ The first three fields keep RocketMQ's positions; Quiver recovers from the offse
 are exact (a timestamp only names a file).  A checkpoint whose CRC does not match is
 ignored and recovery falls back to scanning the whole commit log.  Written by the flush
 thread only, after the data it describes has been flushed.
+
+The page is allocated when the file is created and written with ``pwrite``, never through
+a mapping: on a full disk a write into a page the file system has not allocated fails
+with ``OSError`` rather than killing the process with SIGBUS.
 """
 
 from __future__ import annotations
 
-import mmap
+import errno
 import os
 import struct
 import zlib
@@ -51,7 +55,13 @@ class StoreCheckpoint:
         try:
             if os.fstat(fd).st_size != CHECKPOINT_FILE_SIZE:
                 os.ftruncate(fd, CHECKPOINT_FILE_SIZE)
-            self._mm = mmap.mmap(fd, CHECKPOINT_FILE_SIZE)
+            try:
+                os.posix_fallocate(fd, 0, CHECKPOINT_FILE_SIZE)
+            except OSError as exc:
+                # A full disk: the page is most likely allocated already (written before);
+                # if not, a write fails cleanly and the store keeps the checkpoint it has.
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EOPNOTSUPP):
+                    raise
         except BaseException:
             os.close(fd)
             raise
@@ -59,8 +69,11 @@ class StoreCheckpoint:
 
     def read(self) -> Checkpoint | None:
         """The stored checkpoint, or None when absent (all zero) or corrupt."""
-        raw = self._mm[: _FIELDS.size]
-        (crc,) = _CRC.unpack_from(self._mm, _FIELDS.size)
+        page = os.pread(self._fd, _FIELDS.size + _CRC.size, 0)
+        if len(page) < _FIELDS.size + _CRC.size:
+            return None
+        raw = page[: _FIELDS.size]
+        (crc,) = _CRC.unpack_from(page, _FIELDS.size)
         if raw == bytes(_FIELDS.size) and crc == 0:
             return None
         if zlib.crc32(raw) != crc:
@@ -81,10 +94,10 @@ class StoreCheckpoint:
             cp.logics_offset,
             cp.index_offset,
         )
-        self._mm[: _FIELDS.size + _CRC.size] = raw + _CRC.pack(zlib.crc32(raw))
+        os.pwrite(self._fd, raw + _CRC.pack(zlib.crc32(raw)), 0)
         os.fdatasync(self._fd)
 
     def close(self) -> None:
-        if not self._mm.closed:
-            self._mm.close()
-            os.close(self._fd)
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)

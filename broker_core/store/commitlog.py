@@ -11,9 +11,11 @@ consume-queue slot always agree.  Each append also queues a ready-made dispatch 
 (``appended``), so the dispatcher follows the log without re-reading it; after a crash,
 ``recover`` re-reads the log instead.
 
-Crash policy: recovery scans forward from a known-good offset, validating magic, sizes
-and body CRC; the first invalid record ends the log, and everything after it (a torn
-tail, stray bytes) is zeroed or deleted so it can never be served or resurface.
+Crash policy: recovery scans forward from a known-good offset, validating magic, sizes,
+the record's own PHYSICALOFFSET and body CRC.  A bad record followed by valid ones is
+damage: it is skipped and its range recorded (``broker_core.store.damage``), and the scan
+goes on at the next valid record.  Bad bytes with nothing valid after them are a torn
+tail: they end the log and are zeroed or deleted so they can never be served or resurface.
 
 Thread-safety: appends are serialised by ``put_lock``; reads copy bytes out and may run on
 any thread; ``recover`` and ``truncate`` run before the store serves traffic.
@@ -32,12 +34,12 @@ from itertools import accumulate, repeat
 from pathlib import Path
 
 from broker_core.errors import MessageIllegalError
+from broker_core.store.damage import DamagedRange, find_next_record
 from broker_core.store.mappedfile import MappedFile
 from broker_core.store.mappedfilequeue import MappedFileQueue
 from broker_core.store.message import (
     BATCH_ITEM_FRAMING,
     BLANK,
-    END,
     HEADER_V4_SIZE,
     MESSAGE_MAGIC_CODE,
     TRANSACTION_PREPARED_TYPE,
@@ -66,6 +68,12 @@ except ImportError:  # pragma: no cover - machines without a compiler
 log = logging.getLogger(__name__)
 
 END_FILE_MIN_BLANK_LENGTH = 8
+# How far past a bad record recovery looks for the next valid one, in its segment and at the
+# head of each later segment.  Reading never-written pages of a preallocated segment costs
+# page faults (about 1 s per GiB here): searching the whole empty tail of a 1 GiB segment at
+# every start would cost that much, while damage wider than this is not a flipped byte but
+# a lost region, and the log ends there as it did before.
+RESYNC_WINDOW = 64 * 1024 * 1024
 _NO_QUEUE_SLOT = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
@@ -106,6 +114,10 @@ class CommitLog:
         self.records_end = 0
         # Set when a file could not be created for lack of space; cleared by a later success.
         self.disk_full_since: float | None = None
+        # Ranges the last ``recover`` skipped as damaged (the store records them).
+        self.damaged_found: list[DamagedRange] = []
+        # Where the last ``recover`` cut bytes that were not a complete record (None: none).
+        self.torn_tail_at: int | None = None
 
     # -- appends ---------------------------------------------------------------------
 
@@ -382,9 +394,13 @@ class CommitLog:
         ``start_offset`` must be a record boundary known to be good (from the
         checkpoint).  If no valid record starts there, the scan restarts from the start
         of that file, where a record always begins.  Every valid record from the scan
-        start is passed to ``on_record`` (for re-dispatch).  Returns the end offset.
+        start is passed to ``on_record`` (for re-dispatch).  A bad record with valid
+        records after it is skipped, and its range added to ``damaged_found``; only bad
+        bytes with no valid record after them (a torn tail) end the log.  Returns the end
+        offset.
         """
         files = self.queue.files
+        self.damaged_found = []
         if not files:
             return 0
         start_offset = min(max(start_offset, self.queue.min_offset), self.queue.max_offset)
@@ -400,8 +416,7 @@ class CommitLog:
             mf = files[index]
             mm = mf.mm
             size, request = check_record(mm, pos, self.file_size)
-            if size > 0:
-                assert request is not None
+            if size > 0 and request is not None and request.commit_log_offset == mf.file_from_offset + pos:
                 on_record(request)
                 pos += size
                 end = mf.file_from_offset + pos
@@ -412,8 +427,20 @@ class CommitLog:
                 end = mf.file_from_offset + self.file_size
                 index, pos = index + 1, 0
                 continue
-            assert size == END
-            break
+            resumed = self._resume_after(index, pos)
+            if resumed is None:
+                break  # nothing valid after it: a torn tail, the end of the log
+            next_index, next_pos = resumed
+            bad_start = mf.file_from_offset + pos
+            bad_end = files[next_index].file_from_offset + next_pos
+            self.damaged_found.append(
+                DamagedRange(bad_start, bad_end, _damage_reason(mm, pos, self.file_size), self._clock_ms())
+            )
+            index, pos = next_index, next_pos
+            end = bad_end
+        self.torn_tail_at = end if self._holds_bytes(end) else None
+        if self.torn_tail_at is not None:
+            log.warning("commit log: a torn tail after offset %d is cut at recovery", end)
         self.truncate(end)
         self.records_end = end
         # What survived a process crash may still be only in the page cache: sync it (and
@@ -421,6 +448,28 @@ class CommitLog:
         for mf in self.queue.files[first_index:]:
             os.fsync(mf.fileno())
         return end
+
+    def _resume_after(self, index: int, pos: int) -> tuple[int, int] | None:
+        """(file index, position) of the first valid record after the bad one at ``pos``."""
+        files = self.queue.files
+        mf = files[index]
+        found = find_next_record(mf.mm, mf.file_from_offset, pos + 1, self.file_size, pos + 1 + RESYNC_WINDOW)
+        if found >= 0:
+            return index, found
+        for later in range(index + 1, len(files)):
+            mf = files[later]
+            found = find_next_record(mf.mm, mf.file_from_offset, 0, self.file_size, RESYNC_WINDOW)
+            if found >= 0:
+                return later, found
+        return None
+
+    def _holds_bytes(self, offset: int) -> bool:
+        """Whether the bytes at ``offset`` hold anything (a torn record), not just zeros."""
+        mf = self.queue.find(offset)
+        if mf is None:
+            return False
+        rel = offset - mf.file_from_offset
+        return any(mf.mm[rel : min(rel + 64, self.file_size)])
 
     def truncate(self, offset: int) -> None:
         """Drop every byte at or after ``offset`` (and forget queue offsets past it).
@@ -464,3 +513,15 @@ class CommitLog:
 
     def close(self) -> None:
         self.queue.close()
+
+
+def _damage_reason(buf: object, pos: int, limit: int) -> str:
+    """Why the bytes at ``pos`` are not a record, in words."""
+    head = bytes(buf[pos : pos + 8])  # type: ignore[index]
+    total = int.from_bytes(head[:4], "big", signed=True)
+    magic = int.from_bytes(head[4:8], "big")
+    if magic != MESSAGE_MAGIC_CODE:
+        return f"no record magic (found {magic:#010x})"
+    if total <= 0 or pos + total > limit:
+        return f"impossible record size {total}"
+    return "record fails its layout or body CRC check"

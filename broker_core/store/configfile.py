@@ -12,8 +12,10 @@ Crash policy: ``write_atomically`` fsyncs the new bytes to ``.tmp`` before anyth
 changes, hard-links the current file to ``.bak``, then renames ``.tmp`` over the file and
 fsyncs the directory.  A crash at any point leaves the file either wholly old or wholly
 new, and ``load`` falls back to ``.bak`` whenever the file is missing, empty or does not
-decode.  Files written by the Java broker (fastjson, which leaves integer map keys
-unquoted: ``{"T@g":{0:5}}``) are accepted on load; what Quiver writes is plain JSON.
+decode.  A full disk is a state, not a crash: a write it refuses changes nothing on disk,
+and ``ConfigFile`` reports it once per episode.  Files written by the Java broker
+(fastjson, which leaves integer map keys unquoted: ``{"T@g":{0:5}}``) are accepted on
+load; what Quiver writes is plain JSON.
 
 Thread-safety: a manager's table is guarded by ``ConfigFile._lock``; ``persist`` takes a
 snapshot under it and writes outside it, so a slow fsync never blocks readers or writers
@@ -65,17 +67,22 @@ def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
     """Replace the file at ``path`` with ``data`` so that no crash can leave it half-written.
 
     The previous content, if any, is kept as ``<path>.bak``.  The parent directory is
-    created when missing.  Raises ``OSError`` when the disk refuses.
+    created when missing.  Raises ``OSError`` when the disk refuses; the file at ``path``
+    is then untouched and no temporary file is left behind.
     """
     target = Path(path)
     tmp = target.with_name(target.name + TMP_SUFFIX)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with open(tmp, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    _keep_backup(target, target.with_name(target.name + BAK_SUFFIX))
-    os.replace(tmp, target)
+    try:
+        with open(tmp, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        _keep_backup(target, target.with_name(target.name + BAK_SUFFIX))
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a partial write would hold on to space the disk lacks
+        raise
     _fsync_directory(target.parent)
 
 
@@ -90,9 +97,13 @@ def _keep_backup(target: Path, bak: Path) -> None:
         return  # first write: nothing to keep
     except OSError:
         # A filesystem without hard links: copy instead.
-        shutil.copyfile(target, staging)
-        with open(staging, "rb+") as copy:
-            os.fsync(copy.fileno())
+        try:
+            shutil.copyfile(target, staging)
+            with open(staging, "rb+") as copy:
+                os.fsync(copy.fileno())
+        except BaseException:
+            staging.unlink(missing_ok=True)
+            raise
     os.replace(staging, bak)
 
 
@@ -222,11 +233,16 @@ class ConfigFile(ABC):
     Subclasses name their file (``config_file_path``) and convert their table to and from
     a JSON object (``encode``/``decode``); both are called with ``_lock`` held, which
     subclasses also take around every change to their table.
+
+    A write the disk refuses is logged as one WARNING when the file first fails and one
+    INFO line when it is written again; the attempts in between log nothing.
     """
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._persist_lock = threading.Lock()
+        self._written: bytes | None = None  # what the last successful persist wrote
+        self._failing = False  # the last persist could not write the file
 
     @property
     @abstractmethod
@@ -255,6 +271,7 @@ class ConfigFile(ABC):
         main = self.config_file_path
         bak = main.with_name(main.name + BAK_SUFFIX)
         with self._persist_lock, self._lock:
+            self._written = None  # the file may hold anything now: the next persist writes
             problem = self._load_from(main)
             if problem is None:
                 log.info("loaded %s", main)
@@ -274,17 +291,37 @@ class ConfigFile(ABC):
     def persist(self) -> None:
         """Write the table to its file atomically (the previous content becomes ``.bak``).
 
-        Raises ``StoreError`` when the file cannot be written.
+        Nothing is written when the table is what this object last wrote.  Raises
+        ``StoreError`` when the file cannot be written (the old file is kept as it was).
         """
         path = self.config_file_path
         with self._persist_lock:
             with self._lock:
                 obj = self.encode()
             data = orjson.dumps(obj, option=orjson.OPT_INDENT_2)
+            if data == self._written:
+                return
             try:
                 write_atomically(path, data)
             except OSError as exc:
-                raise StoreError(f"cannot write {path}: {exc}") from exc
+                reason = exc.strerror or str(exc)
+                if not self._failing:
+                    self._failing = True
+                    log.warning("cannot write %s (%s): the previous file is kept; retrying", path, reason)
+                raise StoreError(f"cannot write {path}: {reason}") from exc
+            self._written = data
+            if self._failing:
+                self._failing = False
+                log.info("%s is written again", path)
+
+    def try_persist(self) -> bool:
+        """``persist`` for writers that try again later: False, not an error, when the file
+        cannot be written (``persist`` has logged it)."""
+        try:
+            self.persist()
+        except StoreError:
+            return False
+        return True
 
     def _load_from(self, path: Path) -> str | None:
         """Decode ``path`` into the table; return None on success, else what was wrong."""
@@ -398,7 +435,10 @@ class VersionedConfigTable(ConfigFile, Generic[C]):
     def ensure(self, config: C) -> bool:
         """Add ``config`` unless an entry of that name exists; return whether it was added.
 
-        An existing entry keeps its config: an operator may have changed it.
+        An existing entry keeps its config: an operator may have changed it.  Entries made
+        on demand (auto-created topics and groups) must not fail the request that made
+        them: when the disk refuses the file, the entry is kept in memory and written with
+        the table's next successful persist.
         """
         self._validate(config)
         with self._lock:
@@ -406,7 +446,7 @@ class VersionedConfigTable(ConfigFile, Generic[C]):
                 return False
             self._table[self.name_of(config)] = config
             self._data_version.next_version(self._clock())
-        self.persist()
+        self.try_persist()
         return True
 
     def next_version(self) -> None:

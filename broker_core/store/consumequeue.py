@@ -123,11 +123,13 @@ class ConsumeQueue:
                         mf.mm[mf.wrote_position : mf.wrote_position + CQ_STORE_UNIT_SIZE] = _BLANK_ENTRY
                         mf.wrote_position += CQ_STORE_UNIT_SIZE
                     mf = self.queue.last_for_write()
-                # First entry of a queue that starts past its first file's start.
-                for pos in range(0, expected - mf.file_from_offset, CQ_STORE_UNIT_SIZE):
-                    mf.mm[pos : pos + CQ_STORE_UNIT_SIZE] = _BLANK_ENTRY
-                mf.wrote_position = expected - mf.file_from_offset
-                self.min_offset = queue_offset
+                else:
+                    # First entry of a queue that starts past its first file's start.  (Only
+                    # then: after a gap fill this would blank the file's earlier entries.)
+                    for pos in range(0, expected - mf.file_from_offset, CQ_STORE_UNIT_SIZE):
+                        mf.mm[pos : pos + CQ_STORE_UNIT_SIZE] = _BLANK_ENTRY
+                    mf.wrote_position = expected - mf.file_from_offset
+                    self.min_offset = queue_offset
             pos = mf.wrote_position
             _ENTRY.pack_into(mf.mm, pos, phys, size, tags_code)
             mf.wrote_position = pos + CQ_STORE_UNIT_SIZE
@@ -294,17 +296,29 @@ class ConsumeQueue:
                 return start + index
         return start + first.wrote_position // CQ_STORE_UNIT_SIZE
 
+    def _real_entry_from(self, offset: int, hi: int) -> Entry | None:
+        """The first entry at or after ``offset`` (below ``hi``) that is not a blank."""
+        while offset < hi:
+            chunk = self.entries(offset, min(256, hi - offset))
+            if not chunk:
+                return None
+            for entry in chunk:
+                if entry[1] != BLANK_ENTRY_SIZE:
+                    return entry
+            offset += len(chunk)
+        return None
+
     def truncate_dirty(self, phys_offset: int) -> None:
         """Drop every entry whose record starts at or after ``phys_offset``."""
         with self._write_lock:
             lo, hi = self.min_offset, self.max_offset
 
             def before(offset: int) -> bool:
-                # Zero entries (pages that never reached the disk) count as dirty too.
-                entry = self.entries(offset, 1)
-                return bool(entry) and (
-                    entry[0][1] == BLANK_ENTRY_SIZE or (entry[0][1] > 0 and entry[0][0] < phys_offset)
-                )
+                # Zero entries (pages that never reached the disk) count as dirty too; a blank
+                # (a skipped queue offset) goes with the next real entry, which keeps the
+                # predicate monotonic for the bisection.
+                entry = self._real_entry_from(offset, hi)
+                return entry is not None and entry[1] > 0 and entry[0] < phys_offset
 
             cut = lo + bisect.bisect_left(_OffsetRange(lo, hi, before), True)
             if cut >= hi:
@@ -324,8 +338,9 @@ class ConsumeQueue:
         hi = self.max_offset
 
         def gone(offset: int) -> bool:
-            entry = self.entries(offset, 1)
-            return bool(entry) and (entry[0][1] == BLANK_ENTRY_SIZE or entry[0][0] < commit_log_min_offset)
+            # A blank goes with the next real entry (blanks fill skipped offsets mid-queue too).
+            entry = self._real_entry_from(offset, hi)
+            return entry is None or entry[0] < commit_log_min_offset
 
         self.min_offset = lo + bisect.bisect_left(_OffsetRange(lo, hi, gone), True)
 
@@ -451,6 +466,18 @@ class ConsumeQueueStore:
     def flush(self) -> None:
         for cq in self:
             cq.flush()
+
+    def _real_entry_from(self, offset: int, hi: int) -> Entry | None:
+        """The first entry at or after ``offset`` (below ``hi``) that is not a blank."""
+        while offset < hi:
+            chunk = self.entries(offset, min(256, hi - offset))
+            if not chunk:
+                return None
+            for entry in chunk:
+                if entry[1] != BLANK_ENTRY_SIZE:
+                    return entry
+            offset += len(chunk)
+        return None
 
     def truncate_dirty(self, phys_offset: int) -> None:
         for cq in self:

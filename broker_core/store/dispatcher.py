@@ -15,8 +15,9 @@ paths produce the same entries, which the rebuild test checks byte for byte.
 ``dispatched_offset`` is the commit-log offset below which every record's consume-queue
 and index entries are written; the flush thread checkpoints it once they are flushed.
 
-When the disk is full a consume-queue or index file cannot be created: the entry stays at
-the head of the queue and is retried, so nothing is skipped.
+When the disk is full a consume-queue file cannot be created: the entry stays at the head
+of the queue and is retried, so nothing is skipped.  (Index keys that find no file wait in
+the index service instead: see ``indexfile``.)
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import logging
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from broker_core.store.indexfile import record_items
@@ -59,6 +60,13 @@ POLL_INTERVAL_SECONDS = 0.001
 MAX_BATCH = 4096
 # The appending thread drains once this many bytes of records await dispatch.
 INLINE_DRAIN_BYTES = 256 * 1024
+
+
+def queue_tags_code(req: DispatchRequest, delay_levels_ms: Sequence[int]) -> int:
+    """The tagsCode of ``req``'s consume-queue entry (a delayed message's is its due time)."""
+    if req.topic == SCHEDULE_TOPIC:
+        return req.store_timestamp + delay_levels_ms[min(req.queue_id, len(delay_levels_ms) - 1)]
+    return req.tags_code
 
 
 class Dispatcher:
@@ -245,15 +253,33 @@ class Dispatcher:
         raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         self.consume_queues.find_or_create(*key).put_packed(raw, first_offset)
 
+    def _queue_tags_code(self, req: DispatchRequest) -> int:
+        return queue_tags_code(req, self.delay_levels_ms)
+
+    def entry_disagreement(self, req: DispatchRequest) -> str | None:
+        """How the consume-queue entry already written for ``req`` disagrees with the record.
+
+        The entry was made from the record as it was appended: a record whose size or tag
+        hash no longer matches it has been damaged since (this covers its properties, which
+        the body CRC does not).  None when they agree, or when there is no entry to compare.
+        """
+        if req.sys_flag & TRANSACTION_TYPE_MASK in _SKIP_CQ:
+            return None
+        cq = self.consume_queues.find(req.topic, req.queue_id)
+        entry = cq.get(req.queue_offset) if cq is not None and req.queue_offset < cq.max_offset else None
+        if entry is None or entry[0] != req.commit_log_offset:
+            return None
+        if entry[1] != req.msg_size:
+            return f"its size {req.msg_size} differs from its consume-queue entry's {entry[1]}"
+        if entry[2] != self._queue_tags_code(req):
+            return "its tag hash differs from its consume-queue entry's (damaged properties)"
+        return None
+
     def dispatch_request(self, req: DispatchRequest) -> None:
         """Dispatch one record read back from the commit log (recovery, rebuild)."""
         if req.sys_flag & TRANSACTION_TYPE_MASK not in _SKIP_CQ:
-            tags_code = req.tags_code
-            if req.topic == SCHEDULE_TOPIC:
-                delays = self.delay_levels_ms
-                tags_code = req.store_timestamp + delays[min(req.queue_id, len(delays) - 1)]
             cq = self.consume_queues.find_or_create(req.topic, req.queue_id)
-            cq.put(req.commit_log_offset, req.msg_size, tags_code, req.queue_offset)
+            cq.put(req.commit_log_offset, req.msg_size, self._queue_tags_code(req), req.queue_offset)
         if self.index is not None:
             self.index.build_index(
                 req.topic, req.commit_log_offset, req.store_timestamp, req.uniq_key, req.keys

@@ -46,6 +46,11 @@ into place, so a full disk fails the creation with ``OSError`` (never a SIGBUS o
 write through the mapping) and a crash mid-creation leaves only a ``.tmp`` that ``load``
 removes.
 
+A full disk is a state, not an error: when no file can be created for lack of space,
+``IndexService`` keeps the keys in memory, where queries find them, tells the store (which
+goes read-only), and writes them once a file can be created; meanwhile ``waiting_from``
+holds the checkpoint back, so a restart indexes them again from the commit log.
+
 Crash policy: not checksummed; the index is derived data, rebuilt from the commit log.
 Writes go through a shared mmap, so a process crash loses nothing the kernel accepted; only
 a power loss can tear a file.  ``IndexService.load`` sets aside (renames to
@@ -64,6 +69,7 @@ list changes and queries with one lock; ``flush`` syncs outside it.
 from __future__ import annotations
 
 import calendar
+import errno
 import logging
 import mmap
 import os
@@ -128,6 +134,10 @@ _NAME_RE: Final = re.compile(r"\d{17}")
 _ZERO_CHUNK: Final = bytes(1 << 20)
 _SCAN_CHUNK: Final = 256
 _MAX_PROBLEMS: Final = 50
+# A new file that failed with one of these waits for space; other errors are raised.
+_NO_SPACE_ERRNOS: Final = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+# While keys wait for space, appends try to create a file at most this often (seconds).
+_RETRY_INTERVAL: Final = 1.0
 
 
 def index_file_size(hash_slot_num: int, index_num: int) -> int:
@@ -144,12 +154,6 @@ def _ms_of(name: str) -> int:
     """Return the creation time in ms encoded in a file name (inverse of ``_name_for``)."""
     seconds = calendar.timegm(time.strptime(name[:14], "%Y%m%d%H%M%S"))
     return seconds * 1000 + int(name[14:17])
-
-
-def _record_keys(topic: str, uniq_key: str | None, keys: str | None) -> list[str]:
-    """Return the index keys of one record: ``topic#uniq_key``, then ``topic#key`` for each
-    distinct non-empty word of the KEYS property."""
-    return [f"{t}#{k}" for t, k, _phy, _ts in record_items(topic, 0, 0, uniq_key, keys)]
 
 
 def record_items(topic: str, phy: int, ts: int, uniq_key: str | None, keys: str | None) -> list[IndexItem]:
@@ -671,10 +675,13 @@ class IndexService:
         hash_slot_num, index_num: dimensions of every file (``maxHashSlotNum``,
             ``maxIndexNum``); files of another size are set aside on ``load``.
         clock_ms: wall clock in ms, used to name new files.
+        on_no_space: called with the error each time a file could not be created for lack
+            of space (the keys then wait in memory: see the module docstring).
 
     Every file in the list holds at least one entry, and their phy-offset ranges follow
-    one another.  One dispatcher thread calls ``build_index``/``truncate``; queries,
-    expiry and flushes may come from any thread.
+    one another, then the waiting keys.  One dispatcher thread calls
+    ``build_index``/``truncate``; queries, expiry, flushes and ``retry_waiting`` may come
+    from any thread.
     """
 
     def __init__(
@@ -684,6 +691,7 @@ class IndexService:
         index_num: int,
         *,
         clock_ms: Callable[[], int] = _wall_clock_ms,
+        on_no_space: Callable[[OSError], None] | None = None,
     ) -> None:
         if hash_slot_num < 1 or index_num < 2:
             raise ConfigError(
@@ -697,6 +705,11 @@ class IndexService:
         self._lock = threading.Lock()
         self._load_problems: list[str] = []
         self._rebuild_from: int | None = None
+        self._on_no_space = on_no_space
+        # Keys of the newest records, in commit-log order, that found no file (disk full).
+        self._waiting: list[IndexItem] = []
+        self._retry_at = 0.0  # monotonic time before which appends do not try a new file
+        self._waiting_logged = False
 
     @property
     def files(self) -> list[IndexFile]:
@@ -709,6 +722,20 @@ class IndexService:
         with self._lock:
             files = self._files
             return files[-1].end_phy_offset if files else 0
+
+    @property
+    def waiting_from(self) -> int | None:
+        """Commit-log offset of the oldest record with keys waiting for space, else None.
+
+        The index is durable only below it: the store's checkpoint stops there.
+        """
+        with self._lock:
+            return self._waiting[0][2] if self._waiting else None
+
+    @property
+    def waiting_count(self) -> int:
+        """How many keys wait in memory for an index file."""
+        return len(self._waiting)
 
     @property
     def rebuild_from(self) -> int | None:
@@ -781,24 +808,10 @@ class IndexService:
         re-dispatching after a recovery never duplicates entries.
 
         Raises:
-            OSError: a new file was needed and could not be created (disk full).
+            OSError: a new file was needed and could not be created, for another reason
+                than a lack of space (then the keys wait: see ``waiting_from``).
         """
-        with self._lock:
-            self._build_index_locked(topic, phy_offset, store_timestamp_ms, uniq_key, keys)
-
-    def _build_index_locked(
-        self, topic: str, phy_offset: int, store_timestamp_ms: int, uniq_key: str | None, keys: str | None
-    ) -> None:
-        files = self._files
-        current = files[-1] if files else None
-        if current is not None and phy_offset <= current._end_phy:
-            if phy_offset == current._end_phy:
-                self._complete_record(topic, phy_offset, store_timestamp_ms, uniq_key, keys)
-            return
-        for name in _record_keys(topic, uniq_key, keys):
-            if current is None or not current.put_key(name, phy_offset, store_timestamp_ms):
-                current = self._roll()
-                current.put_key(name, phy_offset, store_timestamp_ms)
+        self.add_items(record_items(topic, phy_offset, store_timestamp_ms, uniq_key, keys))
 
     def build_index_many(self, records: list[tuple[str, int, int, str | None, str | None]]) -> None:
         """``build_index`` for many records at once: (topic, phy, ts, uniq_key, keys) each."""
@@ -814,41 +827,81 @@ class IndexService:
         rules (skipped, or completed at the same offset), so re-dispatch stays idempotent.
         """
         with self._lock:
-            files = self._files
-            end = files[-1]._end_phy if files else -1
+            waiting, files = self._waiting, self._files
+            end = waiting[-1][2] if waiting else files[-1]._end_phy if files else -1
             if items and items[0][2] <= end:
-                # Already indexed (a retried or re-dispatched batch): skip, or complete at `end`.
-                for topic, key, phy, ts in [item for item in items if item[2] <= end]:
-                    self._build_index_locked(topic, phy, ts, key, None)
-                items = [item for item in items if item[2] > end]
-            done = 0
-            current = self._files[-1] if self._files else None
-            while done < len(items):
-                if current is not None:
-                    done = current.put_items(items, done)
-                if done < len(items):
+                # Already indexed (a retried or re-dispatched batch): skip, or complete at
+                # `end`.  An entry answers for every key with its hash, so hashes suffice.
+                known = self._hashes_at(end)
+                fresh: list[IndexItem] = []
+                for item in items:
+                    if item[2] == end:
+                        key_hash = index_key_hash(f"{item[0]}#{item[1]}")
+                        if key_hash in known:
+                            continue
+                        known.add(key_hash)
+                    if item[2] >= end:
+                        fresh.append(item)
+                items = fresh
+            self._put_locked(items)
+
+    def _put_locked(self, items: list[IndexItem]) -> None:
+        """Write ``items`` (all after the newest indexed record); keep them waiting when no
+        file can be created for lack of space."""
+        if self._waiting:
+            self._waiting.extend(items)
+            if time.monotonic() >= self._retry_at:
+                self._write_waiting_locked()
+            return
+        done = 0
+        current = self._files[-1] if self._files else None
+        while done < len(items):
+            if current is not None:
+                done = current.put_items(items, done)
+            if done < len(items):
+                try:
                     current = self._roll()
+                except OSError as exc:
+                    if exc.errno not in _NO_SPACE_ERRNOS:
+                        raise
+                    self._waiting = items[done:]
+                    self._retry_at = time.monotonic() + _RETRY_INTERVAL
+                    if not self._waiting_logged:
+                        self._waiting_logged = True
+                        log.warning(
+                            "no space for a new index file (%s): the keys of new messages wait "
+                            "in memory, where queries find them, until space returns",
+                            exc.strerror or exc,
+                        )
+                    if self._on_no_space is not None:
+                        self._on_no_space(exc)
+                    return
 
-    def _complete_record(
-        self, topic: str, phy_offset: int, store_timestamp_ms: int, uniq_key: str | None, keys: str | None
-    ) -> None:
-        """Put the keys of the newest indexed record that are not in the index yet.
+    def _write_waiting_locked(self) -> bool:
+        waiting, self._waiting = self._waiting, []
+        self._put_locked(waiting)
+        if self._waiting:
+            return False
+        self._waiting_logged = False
+        log.info("space is back: wrote the %d index key(s) that waited for it", len(waiting))
+        return True
 
-        Only hashes are compared, which is exact here: an entry answers for every key with
-        its hash, so a key whose hash is already present at this offset adds nothing.
-        """
-        already = self._hashes_at(phy_offset)
-        current = self._files[-1]
-        for name in _record_keys(topic, uniq_key, keys):
-            if index_key_hash(name) in already:
-                continue
-            if not current.put_key(name, phy_offset, store_timestamp_ms):
-                current = self._roll()
-                current.put_key(name, phy_offset, store_timestamp_ms)
+    def retry_waiting(self) -> bool:
+        """Try now to write the keys waiting for space; True when none wait any more."""
+        with self._lock:
+            return not self._waiting or self._write_waiting_locked()
 
     def _hashes_at(self, phy_offset: int) -> set[int]:
         """Key hashes already indexed for the record at ``phy_offset`` (the newest one)."""
         hashes: set[int] = set()
+        waiting = self._waiting
+        position = len(waiting) - 1
+        while position >= 0 and waiting[position][2] == phy_offset:
+            topic, key, _phy, _ts = waiting[position]
+            hashes.add(index_key_hash(f"{topic}#{key}"))
+            position -= 1
+        if position >= 0:  # the record begins among the waiting keys
+            return hashes
         for index_file in reversed(self._files):
             found, reaches_start = index_file.hashes_at(phy_offset)
             hashes |= found
@@ -872,13 +925,19 @@ class IndexService:
 
         Only messages stored in [begin_ms, end_ms] (to the second: see
         ``IndexFile.select_phy_offsets``) are returned.  Keys with the same hash as ``key``
-        match too; the caller compares the messages' keys.
+        match too; the caller compares the messages' keys.  Keys waiting for space are
+        searched first (they are the newest).
         """
         found: list[int] = []
         if max_num <= 0:
             return found
         key_hash = index_key_hash(f"{topic}#{key}")
         with self._lock:
+            for item_topic, item_key, phy, ts in reversed(self._waiting):
+                if item_key == key and item_topic == topic and begin_ms <= ts <= end_ms:
+                    found.append(phy)
+                    if len(found) >= max_num:
+                        return found
             for index_file in reversed(self._files):
                 if index_file.overlaps(begin_ms, end_ms):
                     index_file._select(key_hash, max_num, begin_ms, end_ms, found)
@@ -892,6 +951,7 @@ class IndexService:
         Files that begin at or above it are destroyed; the one straddling it is truncated.
         """
         with self._lock:
+            self._waiting = [item for item in self._waiting if item[2] < phy_offset]
             files = self._files
             while files:
                 newest = files[-1]
@@ -929,8 +989,18 @@ class IndexService:
             index_file.flush()
 
     def close(self) -> None:
-        """Flush and close every file; the service can be loaded again afterwards."""
+        """Flush and close every file; the service can be loaded again afterwards.
+
+        Keys still waiting for space are dropped: the checkpoint stopped before them, so
+        the next start indexes them again from the commit log.
+        """
         with self._lock:
+            if self._waiting:
+                log.info(
+                    "%d index key(s) still wait for space; the next start indexes them again",
+                    len(self._waiting),
+                )
+                self._waiting = []
             for index_file in self._files:
                 index_file.flush()
                 index_file.close()

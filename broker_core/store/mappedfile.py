@@ -73,6 +73,7 @@ class MappedFile:
         "_flush_lock",
         "_warm_lock",
         "_closed",
+        "excess",
     )
 
     def __init__(self, path: Path, file_size: int, *, create: bool, exclusive: bool = False) -> None:
@@ -89,9 +90,9 @@ class MappedFile:
                 # A new file, or one cut short by a crash during creation: the missing
                 # tail reads as zeros, which recovery treats as the end of the data.
                 os.posix_fallocate(fd, 0, file_size)
-            elif actual > file_size:
-                # Bytes past the configured size are never ours: drop them.
-                os.ftruncate(fd, file_size)
+            # A file larger than its geometry gives is mapped to that size and never cut:
+            # what lies past it is not a record of ours, but cutting is not a reader's call.
+            self.excess = max(0, actual - file_size)
             self.mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(fd)

@@ -209,6 +209,11 @@ class MappedFileQueue:
                 )
                 break
             mf = MappedFile(self.directory / name, self.file_size, create=False)
+            if mf.excess:
+                problems.append(
+                    f"{self.directory}/{name}: {mf.excess} bytes past the file size "
+                    f"{self.file_size} are not part of the store (left in place, ignored)"
+                )
             # Until recovery says otherwise, a loaded file is taken as full and flushed.
             mf.wrote_position = mf.flushed_position = self.file_size
             files.append(mf)

@@ -30,11 +30,13 @@ from typing import Any
 from broker_core.config import StoreConfig
 from broker_core.errors import MessageIllegalError, StoreClosedError
 from broker_core.store.checkpoint import Checkpoint, StoreCheckpoint
-from broker_core.store.cleanup import ExpiryReport, decide_expiry, disk_used_ratio
+from broker_core.store.cleanup import ExpiryReport, decide_expiry, disk_used_ratio, tally_deletions
 from broker_core.store.commitlog import CommitLog, DiskFullError
 from broker_core.store.consumequeue import BLANK_ENTRY_SIZE, ConsumeQueueStore
+from broker_core.store.damage import DamagedRange, DamageLog
 from broker_core.store.dispatcher import ArrivalListener, Dispatcher
 from broker_core.store.flush import FlushCommitLogService, PeriodicService
+from broker_core.store.geometry import GEOMETRY_FILE, StoreGeometry, resolve_geometry, write_geometry
 from broker_core.store.indexfile import IndexService
 from broker_core.store.message import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -85,7 +87,11 @@ class MessageStore:
         *,
         clock_ms: Callable[[], int] = _wall_clock_ms,
         topic_queue_nums: Callable[[str], int | None] | None = None,
+        adopt_geometry: bool = False,
     ) -> None:
+        # The store's recorded geometry wins over the config: a config that disagrees is
+        # refused (StoreGeometryError), or with ``adopt_geometry`` (tools) replaced by it.
+        config, self.geometry = resolve_geometry(config, adopt=adopt_geometry)
         self.config = config
         self.root = config.root
         self.clock_ms = clock_ms
@@ -105,7 +111,11 @@ class MessageStore:
         )
         self.index: IndexService | None = (
             IndexService(
-                self.root / "index", config.max_hash_slot_num, config.max_index_num, clock_ms=clock_ms
+                self.root / "index",
+                config.max_hash_slot_num,
+                config.max_index_num,
+                clock_ms=clock_ms,
+                on_no_space=self._note_disk_full,
             )
             if config.message_index_enable
             else None
@@ -131,6 +141,9 @@ class MessageStore:
         )
         self.checkpoint: StoreCheckpoint | None = None
         self.open_problems: list[str] = []
+        # Damaged commit-log ranges on record; what the last open changed in the files.
+        self.damage = DamageLog(self.root)
+        self.recovery_changes: list[str] = []
         self.recovered_abnormally = False
         self.disk_full_reason: str | None = None
         self._opened = False
@@ -145,11 +158,24 @@ class MessageStore:
         """Load the files, recover from the last stop, and start the store's threads."""
         for sub in ("commitlog", "consumequeue", "index", "config"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
+        if self.geometry is None or not (self.root / GEOMETRY_FILE).exists():
+            inferred, self.geometry = (
+                self.geometry is not None,
+                self.geometry or StoreGeometry.of(self.config),
+            )
+            try:
+                write_geometry(self.root, self.geometry)
+            except OSError as exc:
+                if not inferred:
+                    raise  # a new store that cannot record its geometry cannot start
+                log.warning(
+                    "cannot record the store's geometry yet (%s): it is inferred again next time", exc
+                )
         abort = self.root / "abort"
         self.recovered_abnormally = abort.exists()
         (self.root / "commitlog" / SPACE_PROBE).unlink(missing_ok=True)  # left by a crash mid-probe
         self.checkpoint = StoreCheckpoint(self.root / "checkpoint")
-        problems = self.commit_log.load() + self.consume_queues.load()
+        problems = self.commit_log.load() + self.consume_queues.load() + self.damage.load()
         if self.index is not None:
             self.index.load()
         self.consumer_offsets.load()
@@ -158,6 +184,11 @@ class MessageStore:
         self.open_problems = problems
         for problem in problems:
             log.warning("store open: %s", problem)
+        # A disk that filled while the store was down keeps it read-only from the first send.
+        try:
+            self.check_disk_space()
+        except OSError as exc:
+            log.warning("disk check failed: %s", exc)
         abort.write_bytes(b"")
         self.commit_log.queue.prepare_ahead()
         self.flush_service.flushed_offset = self.commit_log.max_offset
@@ -191,14 +222,24 @@ class MessageStore:
         if self.index is not None:
             self.index.truncate(cutoff)
         dispatch = self.dispatcher.dispatch_request
+        disagreement = self.dispatcher.entry_disagreement
         observe = self.schedule.observe
+        mismatched: list[DamagedRange] = []
 
         def on_record(req: DispatchRequest) -> None:
+            why = disagreement(req)
+            if why is not None:
+                end = req.commit_log_offset + req.msg_size
+                mismatched.append(DamagedRange(req.commit_log_offset, end, f"record: {why}", self.clock_ms()))
+                return
             dispatch(req)
             observe(req.properties)
 
         started = time.monotonic()
         end = self.commit_log.recover(cutoff, on_record)
+        self.record_damage([*self.commit_log.damaged_found, *mismatched])
+        if self.commit_log.torn_tail_at is not None:
+            self.recovery_changes.append(f"cut a torn tail after commit-log offset {end}")
         self.consume_queues.truncate_dirty(end)
         if self.index is not None:
             self.index.truncate(end)
@@ -214,6 +255,16 @@ class MessageStore:
             time.monotonic() - started,
             "unclean" if self.recovered_abnormally else "clean",
         )
+
+    def record_damage(self, found: list[DamagedRange]) -> None:
+        """Record ranges recovery skipped; each new one is logged at ERROR, once."""
+        for damaged in self.damage.add(found):
+            log.error(
+                "commit log: damaged range %s skipped; the records after it are kept, "
+                "the message(s) inside it are lost",
+                damaged.describe(),
+            )
+            self.recovery_changes.append(f"skipped and recorded damaged range {damaged.describe()}")
 
     def _consume_queues_present(self) -> bool:
         """False when the commit log has records but no consume queue exists (deleted)."""
@@ -234,7 +285,7 @@ class MessageStore:
         self.consume_queues.close()
         if self.index is not None:
             self.index.close()
-        self.consumer_offsets.persist()
+        self.consumer_offsets.try_persist()  # a full disk keeps the last file: logged, not raised
         if self.checkpoint is not None:
             self.checkpoint.close()
         (self.root / "abort").unlink(missing_ok=True)
@@ -470,6 +521,8 @@ class MessageStore:
             except OSError:
                 return ratio
             self.commit_log.disk_full_since = None
+        if self.index is not None and not self.index.retry_waiting():
+            return ratio  # index keys still wait for a file: read-only until one can be made
         if self.disk_full_reason is not None:
             log.warning("disk space is back (%.0f%% used): the store accepts writes again", ratio * 100)
         self.disk_full_reason = None
@@ -483,18 +536,19 @@ class MessageStore:
             with self.schedule.delivery_lock:
                 dispatched = self.dispatcher.dispatched_offset
                 last_ts = self.dispatcher.last_store_timestamp
+                # The index is durable only below keys that wait for space (disk full).
+                waiting = self.index.waiting_from if self.index is not None else None
+                index_offset = dispatched if waiting is None else min(dispatched, waiting)
                 # The delay offsets may only claim deliveries whose records are on disk.
                 self.commit_log.flush()
-                try:
-                    self.schedule.persist()
-                except Exception:
-                    log.exception("persisting delay offsets failed")
-                    return
+                # Refused (full disk; persist logs it once): the checkpoint waits, for the
+                # file kept on disk may not cover the deliveries after it.
+                delays_saved = self.schedule.try_persist()
             self.consume_queues.flush()
             if self.index is not None:
                 self.index.flush()
             physic = self.commit_log.flush() if not self._sync_flush else self.commit_log.flushed_offset
-            if self.checkpoint is not None:
+            if self.checkpoint is not None and delays_saved:
                 self.checkpoint.write(
                     Checkpoint(
                         physic_msg_timestamp=last_ts,
@@ -502,7 +556,7 @@ class MessageStore:
                         index_msg_timestamp=last_ts,
                         physic_offset=physic,
                         logics_offset=dispatched,
-                        index_offset=dispatched,
+                        index_offset=index_offset,
                     )
                 )
             try:
@@ -510,9 +564,13 @@ class MessageStore:
             except OSError as exc:
                 log.warning("disk check failed: %s", exc)
 
-    def persist_offsets(self) -> None:
-        """Write consumer offsets to disk now (the offset-persistence job calls this)."""
-        self.consumer_offsets.persist()
+    def persist_offsets(self) -> bool:
+        """Write consumer offsets to disk now (the offset-persistence job calls this).
+
+        Returns False when the disk refused (the old file is kept and the next run tries
+        again; ``ConfigFile.persist`` logs the episode once).
+        """
+        return self.consumer_offsets.try_persist()
 
     # -- reads -----------------------------------------------------------------------
 
@@ -550,6 +608,8 @@ class MessageStore:
         result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
         messages, offsets = result.messages, result.queue_offsets
         read = self.commit_log.read
+        # Entries of records inside a recorded damaged range are skipped like blanks.
+        damaged = self.damage.contains if self.damage.ranges else None
         scanned = 0
         total_bytes = 0
         cursor = offset
@@ -562,6 +622,10 @@ class MessageStore:
                 break
             for phys, size, tag in entries:
                 if size == BLANK_ENTRY_SIZE or size <= 0 or (wanted is not None and tag not in wanted):
+                    cursor += 1
+                    scanned += 1
+                    continue
+                if damaged is not None and damaged(phys):
                     cursor += 1
                     scanned += 1
                     continue
@@ -592,6 +656,8 @@ class MessageStore:
 
     def look_message_by_offset(self, phys: int) -> MessageExt | None:
         """The decoded record at commit-log offset ``phys``, or None."""
+        if self.damage.contains(phys):
+            return None
         raw = self.commit_log.read_record(phys)
         if raw is None:
             return None
@@ -693,12 +759,29 @@ class MessageStore:
         report = ExpiryReport(ran=decision.run, reason=decision.reason, disk_used_ratio=ratio)
         if decision.run:
             expired_before = now_ms - self.config.file_reserved_time * 3_600_000
+            segments_before = [mf.path.name for mf in self.commit_log.queue.files]
+            queue_mins_before = {(cq.topic, cq.queue_id): cq.min_offset for cq in self.consume_queues}
+            report.deleted_from_offset = self.commit_log.min_offset
             report.commit_log_files_deleted = self.commit_log.delete_expired_files(
                 expired_before, force=decision.force, max_count=self.config.delete_files_batch_max
             )
             self._delete_logics_below(self.commit_log.min_offset, report)
+            self.damage.forget_below(self.commit_log.min_offset)  # their segments are gone
+            report.deleted_to_offset = max(report.deleted_from_offset, self.commit_log.min_offset)
+            remaining = {mf.path.name for mf in self.commit_log.queue.files}
+            report.segments_deleted = [name for name in segments_before if name not in remaining]
+            moved = {
+                (cq.topic, cq.queue_id): (queue_mins_before[(cq.topic, cq.queue_id)], cq.min_offset)
+                for cq in self.consume_queues
+                if (cq.topic, cq.queue_id) in queue_mins_before
+            }
+            report.messages_deleted, report.unconsumed = tally_deletions(
+                moved, self.consumer_offsets.offset_table
+            )
         report.commit_log_min_offset = self.commit_log.min_offset
         self.check_disk_space()
+        if report.deleted_anything:
+            log.warning("%s", report.describe())
         return report
 
     def _delete_logics_below(self, commit_min: int, report: ExpiryReport) -> None:
@@ -792,4 +875,8 @@ class MessageStore:
             "fsyncCount": self.flush_service.fsync_count,
             "scheduleDelivered": self.schedule.delivered_total,
             "diskFull": self.disk_full_reason,
+            # Damaged commit-log ranges on record (damaged.json): how many, and their bytes.
+            "damagedRanges": len(self.damage.ranges),
+            "damagedBytes": sum(r.size for r in self.damage.ranges),
+            "indexKeysWaiting": self.index.waiting_count if self.index is not None else 0,
         }

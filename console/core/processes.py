@@ -158,7 +158,21 @@ def platform_children(
     children += [
         ChildSpec(
             "store-check",
-            [python, "-m", "broker_core", "store", "check", "--store", str(data_dir / "store")],
+            # Recover as the broker would, record damage in the newest segments (recovery's
+            # region and the one before), and log every change; a full walk is the
+            # operator's ``store check`` without --tail.
+            [
+                python,
+                "-m",
+                "broker_core",
+                "store",
+                "check",
+                "--repair",
+                "--tail",
+                "2",
+                "--store",
+                str(data_dir / "store"),
+            ],
             oneshot=True,
             essential=False,
             blocking=True,

@@ -7,13 +7,18 @@ body and no properties other than KEYS are about 300 bytes: some 218 per 64 KiB 
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import datetime as dt
+import logging
 from pathlib import Path
+
+import pytest
 
 from broker_core.store.results import GetMessageStatus
 from broker_core.store.store import MessageStore
 
-from .conftest import HOUR_MS, ORDERS, Clock, message, read_queue, reopen, tiny_config
+from .conftest import AUDIT, HOUR_MS, ORDERS, Clock, message, read_queue, reopen, tiny_config
 
 
 def local_ms(day: int, hour: int, minute: int = 0) -> int:
@@ -207,3 +212,68 @@ def test_it_deletes_even_young_segments_when_the_disk_passes_the_forced_ratio(tm
         assert len(segments(store)) == 1
         assert store.put_message(message(body=b"still writable")).ok
         assert store.check() == []
+
+
+def test_a_run_that_deletes_says_what_went_at_warning_and_whose_messages_were_unconsumed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 14 item 4: space- or age-based expiry deleted acknowledged and unacknowledged
+    # messages alike with nothing above INFO in the log.
+    clock = Clock(OLD)
+    store = MessageStore(tiny_config(tmp_path, delete_when="04"), clock_ms=clock).open()
+    try:
+        queues = [(ORDERS, 0), (ORDERS, 1), (AUDIT, 0)]
+        written: list[tuple[str, int, int]] = []  # (topic, queue id, commit-log offset)
+        for i in range(720):
+            clock.ms = OLD if i < 700 else local_ms(13, 3)
+            topic, qid = queues[i % 3]
+            result = store.put_message(message(topic, qid, b"%0200d" % i, KEYS=f"k{i}"))
+            assert result.ok
+            written.append((topic, qid, result.wrote_offset))
+        assert store.wait_dispatched()
+        offsets = store.consumer_offsets
+        ends = {q: store.get_max_offset_in_queue(*q) for q in queues}
+        offsets.commit_offset("test", "billing", ORDERS, 0, 100)  # behind on queue 0
+        offsets.commit_offset("test", "billing", ORDERS, 1, ends[(ORDERS, 1)])
+        offsets.commit_offset("test", "reporting", ORDERS, 0, ends[(ORDERS, 0)])  # caught up
+        offsets.commit_offset("test", "reporting", ORDERS, 1, ends[(ORDERS, 1)])
+        offsets.commit_offset("test", "partial", ORDERS, 0, ends[(ORDERS, 0)])  # never on queue 1
+        offsets.commit_offset("test", "auditors", AUDIT, 0, 0)  # consumed nothing
+        before = segments(store)
+
+        with caplog.at_level(logging.INFO, logger="broker_core"):
+            report = store.delete_expired_files(AT_DELETE_HOUR)
+        commit_min = store.commit_log.min_offset
+        assert report.commit_log_files_deleted == 3 and commit_min == 3 * 65536
+        assert report.segments_deleted == before[:3]
+        assert (report.deleted_from_offset, report.deleted_to_offset) == (0, commit_min)
+        # Counted from what was written, not from the store's own bookkeeping.
+        gone = collections.Counter((t, q) for t, q, phys in written if phys < commit_min)
+        assert report.messages_deleted == {
+            ORDERS: gone[(ORDERS, 0)] + gone[(ORDERS, 1)],
+            AUDIT: gone[(AUDIT, 0)],
+        }
+        assert {q: store.get_min_offset_in_queue(*q) for q in queues} == {q: gone[q] for q in queues}
+        assert [dataclasses.asdict(u) for u in report.unconsumed] == [
+            {"group": "auditors", "topic": AUDIT, "messages": gone[(AUDIT, 0)], "queues": 1},
+            {"group": "billing", "topic": ORDERS, "messages": gone[(ORDERS, 0)] - 100, "queues": 1},
+            {"group": "partial", "topic": ORDERS, "messages": gone[(ORDERS, 1)], "queues": 1},
+        ]
+        warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(warnings) == 1, [r.getMessage() for r in warnings]
+        line = warnings[0].getMessage()
+        assert "deleteWhen" in line and all(name in line for name in before[:3])
+        assert (
+            f"{ORDERS} {gone[(ORDERS, 0)] + gone[(ORDERS, 1)]}" in line
+            and f"{AUDIT} {gone[(AUDIT, 0)]}" in line
+        )
+        assert f"billing {gone[(ORDERS, 0)] - 100} of {ORDERS}" in line and "reporting" not in line
+
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="broker_core"):
+            again = store.delete_expired_files(AT_DELETE_HOUR + 60_000)
+        assert again.ran and not again.deleted_anything and again.unconsumed == []
+        assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+        assert store.check() == []
+    finally:
+        store.close()
