@@ -7,6 +7,9 @@ call, and what Celery drives in the platform.
 * delay scan: delivers due delayed messages (and retries), then sleeps until the next one
   falls due (at most 100 ms, RocketMQ's scan interval; at least 10 ms);
 * file expiry: every 10 s (the store decides whether the hour or the disk calls for it);
+  a run that deletes anything is logged at WARNING by the store, saying what went and
+  which groups had not consumed it, and is kept (the last ``DELETIONS_KEPT``) in the
+  status, so the console shows it and alerts on it whoever ran it;
 * offset persistence: consumer offsets to disk every 5 s.
 
 The broker never depends on the platform for correctness.  ``standaloneMaintenance``
@@ -35,6 +38,7 @@ thread, off the event loop.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import logging
 import time
@@ -75,6 +79,7 @@ MAX_LEASE_MS = 24 * 3_600_000
 MAX_LEASE_FACTOR = 10
 DEFAULT_OVERDUE_MS = 200
 RESCUE_LOG_EVERY_MS = 10_000  # a slow platform is said once per episode, not per rescue
+DELETIONS_KEPT = 20  # expiry runs that deleted something, kept for the status
 
 
 class UnknownJobError(ValueError):
@@ -120,6 +125,13 @@ def _describe(job: str, outcome: Any) -> tuple[str, dict[str, Any]]:
         summary = (
             f"{'ran' if outcome.ran else 'skipped'} ({outcome.reason}); {deleted} commit-log file(s) deleted"
         )
+        if outcome.messages_deleted:
+            summary += (
+                f", {outcome.messages_deleted_total} message(s) of {len(outcome.messages_deleted)} topic(s)"
+            )
+        if outcome.unconsumed:
+            groups = sorted({u.group for u in outcome.unconsumed})
+            summary += f"; {outcome.unconsumed_total} NOT YET CONSUMED by {', '.join(groups)}"
         return summary, details
     return "ok", {}
 
@@ -164,6 +176,9 @@ class MaintenanceService:
         self.leases_ms = leases_ms if leases_ms is not None else default_leases_ms(BrokerConfig())
         self.overdue_ms = overdue_ms
         self.last_runs: dict[str, JobRun] = {}
+        # The latest expiry runs that deleted something (newest last), whoever drove them:
+        # the next run, which deletes nothing, must not hide them from the status.
+        self.deletions: collections.deque[JobRun] = collections.deque(maxlen=DELETIONS_KEPT)
         self._leases = {name: _Lease() for name in JOBS}
         self._tasks: list[asyncio.Task[None]] = []
         self._locks = {name: asyncio.Lock() for name in JOBS}
@@ -253,10 +268,18 @@ class MaintenanceService:
             else:
                 summary, details = _describe(name, outcome)
                 duration = (time.perf_counter() - t0) * 1000
-                run = JobRun(name, started, duration, True, summary, details, runner)
+                # Offset persistence answers False when the disk refused the file (kept as it was).
+                ok = not (name == OFFSET_PERSISTENCE and outcome is False)
+                if not ok:
+                    summary = (
+                        "failed: consumerOffset.json could not be written (disk full?); the old file is kept"
+                    )
+                run = JobRun(name, started, duration, ok, summary, details, runner)
         if runner == PLATFORM:
             self._renew(name, lease_ms)  # a long pass must not let the lease run out under it
         self.last_runs[name] = run
+        if isinstance(outcome, ExpiryReport) and outcome.deleted_anything:
+            self.deletions.append(run)
         return run, outcome
 
     def start(self) -> None:
@@ -354,8 +377,9 @@ class MaintenanceService:
         return {name: run.to_json() for name, run in self.last_runs.items()}
 
     def status(self) -> dict[str, Any]:
-        """Who drives each job, its lease, the platform's last pass and the job's last run:
-        what QUIVER_GET_MAINTENANCE_STATUS answers."""
+        """Who drives each job, its lease, the platform's last pass and the job's last run,
+        and the latest expiry runs that deleted something (newest first): what
+        QUIVER_GET_MAINTENANCE_STATUS answers."""
         jobs = {}
         for name in JOBS:
             lease = self._leases[name]
@@ -370,4 +394,17 @@ class MaintenanceService:
                 "lastRescueMs": lease.last_rescue_ms,
                 "lastRun": last.to_json() if last is not None else None,
             }
-        return {"mode": self.mode, "jobs": jobs}
+        deletions = [run.to_json() for run in reversed(self.deletions)]
+        return {"mode": self.mode, "jobs": jobs, "deletions": deletions, "store": self.store_health()}
+
+    def store_health(self) -> dict[str, Any]:
+        """What the operator must know about the store's files: the damaged commit-log ranges
+        on record (damaged.json) and the read-only state of a full disk (None: writable)."""
+        store = self.store
+        return {
+            "damagedRanges": [
+                {"start": r.start, "end": r.end, "size": r.size, "reason": r.reason, "foundMs": r.found_ms}
+                for r in store.damage.ranges
+            ],
+            "diskFull": store.disk_full_reason,
+        }

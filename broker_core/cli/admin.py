@@ -532,6 +532,10 @@ async def maintenance_status(admin: AdminClient, args: argparse.Namespace) -> Ou
         last = state.last_run
         ran = f"{format_timestamp(last.started_ms)} by {last.runner}: {last.result}" if last else "never"
         rows += [(f"{job}.driver", driver), (f"{job}.leaseMs", state.lease_ms), (f"{job}.lastRun", ran)]
+    rows.append(("store.writes", f"refused: {status.disk_full}" if status.disk_full else "accepted"))
+    for damaged in status.damaged_ranges:
+        where = f"[{damaged['start']}, {damaged['end']}) ({damaged['size']} bytes)"
+        rows.append(("store.damagedRange", f"{where}: {damaged['reason']}"))
     return Output(status.to_json(), key_values(rows))
 
 

@@ -390,10 +390,17 @@ class MaintenanceJobState:
 
 @dataclass(frozen=True, slots=True)
 class MaintenanceStatus:
-    """A broker's maintenance: its ``standaloneMaintenance`` mode and each job's state."""
+    """A broker's maintenance: its ``standaloneMaintenance`` mode, each job's state, and the
+    latest file-expiry runs that deleted something (newest first, whoever ran them: their
+    ``details`` name the segments, messages per topic and groups that had not consumed them)."""
 
     mode: str
     jobs: Mapping[str, MaintenanceJobState]
+    deletions: tuple[MaintenanceRun, ...] = ()
+    # The store's health: damaged commit-log ranges on record ({start, end, size, reason,
+    # foundMs}) and why the store is read-only (None: it takes writes).
+    damaged_ranges: tuple[Mapping[str, Any], ...] = ()
+    disk_full: str | None = None
 
     @property
     def fallback_jobs(self) -> list[str]:
@@ -401,7 +408,12 @@ class MaintenanceStatus:
         return [job for job, state in self.jobs.items() if state.fallback]
 
     def to_json(self) -> dict[str, Any]:
-        return {"mode": self.mode, "jobs": {job: state.to_json() for job, state in self.jobs.items()}}
+        return {
+            "mode": self.mode,
+            "jobs": {job: state.to_json() for job, state in self.jobs.items()},
+            "deletions": [run.to_json() for run in self.deletions],
+            "store": {"damagedRanges": [dict(r) for r in self.damaged_ranges], "diskFull": self.disk_full},
+        }
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> MaintenanceStatus:
@@ -409,6 +421,9 @@ class MaintenanceStatus:
         return cls(
             str(obj.get("mode") or ""),
             {str(job): MaintenanceJobState.from_json(str(job), state) for job, state in sorted(jobs.items())},
+            tuple(MaintenanceRun.from_json("file_expiry", run) for run in obj.get("deletions") or []),
+            tuple(dict(r) for r in (obj.get("store") or {}).get("damagedRanges") or []),
+            (obj.get("store") or {}).get("diskFull") or None,
         )
 
 

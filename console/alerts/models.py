@@ -1,4 +1,5 @@
-"""An alert: one threshold of one group crossed, from when it was raised until it cleared."""
+"""An alert: one threshold of one group crossed, from when it was raised until it cleared;
+or messages of the group deleted by file expiry before it consumed them."""
 
 from __future__ import annotations
 
@@ -29,11 +30,15 @@ class Alert(models.Model):
     SECONDS_BEHIND = "seconds_behind"
     GROWING = "growing"
     CLIENTS = "clients"
+    # Not a threshold: file expiry deleted messages the group had not consumed (the value
+    # is how many; open until the group's offsets are past the gap, see services.py).
+    EXPIRED = "expired"
     KINDS = [
         (LAG, "messages behind"),
         (SECONDS_BEHIND, "seconds behind"),
         (GROWING, "lag growing"),
         (CLIENTS, "clients online"),
+        (EXPIRED, "unconsumed messages deleted by expiry"),
     ]
     WEBHOOK_NONE = "none"
     WEBHOOK_PENDING = "pending"

@@ -1,5 +1,7 @@
 """The alert check the beat job runs: read each monitored group's live numbers, then raise,
 update or resolve its alerts, and announce each raise and resolve (console/alerts/notify.py).
+Every group, monitored or not, also gets an alert when file expiry deletes messages it had
+not consumed (``check_expiry``: read from each master's latest expiry runs).
 
 Live numbers come from the same two calls per master as the group list (the offset
 snapshot and the subscription configs: console/groups/services.py ``group_rows``).  A
@@ -11,6 +13,7 @@ dropped by the nameservers: its groups' lag is unknown, not zero).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -20,9 +23,11 @@ from typing import Any
 import orjson
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 from redis.exceptions import RedisError
 
+from broker_core.broker.maintenance import FILE_EXPIRY
 from broker_core.client.admin import AdminClient
 from broker_core.errors import AdminError
 from console.alerts import rules
@@ -31,6 +36,7 @@ from console.core.brokers import admin_call
 from console.core.redis import redis_client
 from console.groups.models import GroupMonitor
 from console.groups.services import group_rows
+from console.maintenance.runs import RECENT_KEPT, recent_runs
 from console.maintenance.services import KNOWN_KEY
 from nameserver.clusters import ClusterRef, managed_clusters
 
@@ -42,6 +48,8 @@ RESOLVED = "resolved"
 # says when the figures were last checked, and a check that stopped shows.
 LAST_CHECK_KEY = "quiver:alerts:last"
 CHECKS_KEY = "quiver:alerts:checks"
+# Per broker address: the start (ms, the broker's clock) of the newest expiry run checked.
+EXPIRY_SEEN_KEY = "quiver:alerts:expiry-seen"
 
 
 @dataclass
@@ -205,10 +213,16 @@ def apply_verdicts(
 
 
 def check_cluster(cluster: ClusterRef, summary: CheckSummary) -> list[Event]:
-    """Check every monitored group of ``cluster``; resolve alerts of groups no longer monitored."""
+    """Check every monitored group of ``cluster``; resolve alerts of groups no longer monitored.
+
+    Expiry alerts are no threshold's: ``check_expiry`` keeps them.
+    """
     monitors = {m.group: m for m in GroupMonitor.objects.filter(cluster=cluster.name)}
     open_by_group: dict[str, dict[str, Alert]] = {}
-    for alert in Alert.objects.filter(cluster=cluster.name, resolved_at__isnull=True):
+    open_alerts = Alert.objects.filter(cluster=cluster.name, resolved_at__isnull=True).exclude(
+        kind=Alert.EXPIRED
+    )
+    for alert in open_alerts:
         open_by_group.setdefault(alert.group, {})[alert.kind] = alert
     if not monitors and not open_by_group:
         return []
@@ -241,6 +255,165 @@ def check_cluster(cluster: ClusterRef, summary: CheckSummary) -> list[Event]:
     return events
 
 
+# -- messages deleted by expiry before their group consumed them ------------------------------
+
+
+@dataclass
+class ExpiryLoss:
+    """What the expiry runs seen by one check deleted of one group's unconsumed messages."""
+
+    messages: int = 0
+    topics: set[str] = field(default_factory=set)
+    brokers: set[str] = field(default_factory=set)
+    reasons: set[str] = field(default_factory=set)
+
+    def describe(self, group: str, cluster: str) -> str:
+        return (
+            f"{group} on {cluster}: {self.messages} message(s) of {', '.join(sorted(self.topics))} "
+            f"deleted by file expiry on {', '.join(sorted(self.brokers))} before the group consumed them "
+            f"({'; '.join(sorted(self.reasons))})"
+        )
+
+
+async def _master_statuses(admin: AdminClient) -> tuple[dict[str, str], list[Any]]:
+    masters = (await admin.cluster_info()).master_addrs()
+    calls = [admin.maintenance_status(addr) for addr in masters.values()]
+    return masters, list(await asyncio.gather(*calls, return_exceptions=True))
+
+
+async def _snapshots(admin: AdminClient, addrs: list[str]) -> list[Any]:
+    return list(await asyncio.gather(*(admin.offset_snapshot(a) for a in addrs), return_exceptions=True))
+
+
+def new_expiry_losses(
+    cluster: str, masters: dict[str, str], statuses: list[Any], summary: CheckSummary
+) -> tuple[dict[str, ExpiryLoss], dict[str, int]]:
+    """Unconsumed messages deleted per group by the expiry runs this check is the first to
+    see, and the newest run seen per broker (to note once the alerts are written).
+
+    Each master keeps its latest runs that deleted something (whoever drove them), and the
+    platform's own runs are recorded in Redis too (they outlive a broker's restart); a run
+    is new when it started (the broker's clock) after the newest one an earlier check saw
+    on that broker.  A slave's copy expires with its master's, so only masters' runs count.
+    """
+    try:
+        client = redis_client()
+        seen = {k.decode(): int(v) for k, v in client.hgetall(EXPIRY_SEEN_KEY).items()}
+        recorded = recent_runs(client, RECENT_KEPT, FILE_EXPIRY)
+    except RedisError as exc:
+        summary.unknown.append(f"{cluster}: expiry runs not checked: {exc}")
+        return {}, {}
+    names = {addr: name for name, addr in masters.items()}
+    runs: dict[tuple[str, int], dict[str, Any]] = {}  # (broker addr, started ms) -> details
+    for run in recorded:
+        started = int(run.details.get("brokerStartedMs") or 0)
+        if run.broker_addr in names and started and run.details.get("unconsumed"):
+            runs[(run.broker_addr, started)] = run.details
+    for (name, addr), status in zip(masters.items(), statuses, strict=True):
+        if isinstance(status, BaseException):
+            summary.unknown.append(f"{cluster}: expiry runs of {name} ({addr}) unknown: {status}")
+            continue
+        for deletion in status.deletions:
+            runs[(addr, deletion.started_ms)] = dict(deletion.details)
+    losses: dict[str, ExpiryLoss] = {}
+    newest: dict[str, int] = {}
+    for (addr, started), details in sorted(runs.items()):
+        last = seen.get(addr, 0)
+        if started <= last:
+            continue
+        newest[addr] = max(newest.get(addr, last), started)
+        for lost in details.get("unconsumed") or []:
+            loss = losses.setdefault(str(lost["group"]), ExpiryLoss())
+            loss.messages += int(lost.get("messages") or 0)
+            loss.topics.add(str(lost.get("topic", "")))
+            loss.brokers.add(names[addr])
+            loss.reasons.add(str(details.get("reason", "")))
+    return losses, newest
+
+
+def _raise_expiry(cluster: str, group: str, loss: ExpiryLoss, now: Any) -> Alert | None:
+    """Open the group's expiry alert, or add ``loss`` to the one open (None then)."""
+    message = loss.describe(group, cluster)
+    try:
+        with transaction.atomic():
+            return Alert.objects.create(
+                cluster=cluster,
+                group=group,
+                kind=Alert.EXPIRED,
+                threshold=0.0,
+                value=float(loss.messages),
+                last_value=float(loss.messages),
+                message=message,
+                raised_at=now,
+            )
+    except IntegrityError:
+        Alert.objects.filter(
+            cluster=cluster, group=group, kind=Alert.EXPIRED, resolved_at__isnull=True
+        ).update(last_value=F("last_value") + loss.messages, message=message, updated_at=timezone.now())
+        return None
+
+
+def _still_behind(snapshots: list[Any]) -> set[str] | None:
+    """Groups with a committed offset below its queue's first offset on some master; None
+    when a master did not answer (unknown, so nothing is resolved)."""
+    behind: set[str] = set()
+    for snap in snapshots:
+        if isinstance(snap, BaseException):
+            return None
+        behind.update(q.group for q in snap.queues if q.consumer_offset < q.min_offset)
+    return behind
+
+
+def check_expiry(cluster: ClusterRef, summary: CheckSummary) -> list[Event]:
+    """Raise an alert for every group whose unconsumed messages file expiry deleted since
+    the last check (on any master, whoever ran it), and resolve such alerts once the group
+    no longer has an offset below its queues' first offsets (its consumers came back and
+    moved to the queues' new start, or its offsets were reset).
+
+    One alert per group stays open; a further deletion adds to it (``last_value`` is the
+    total deleted while it is open).  It goes to the console and to the group's webhook
+    (the global one when the group has no monitor), as a lag alert does.
+    """
+    try:
+        masters, statuses = admin_call(cluster.namesrv_addr, _master_statuses)
+    except (AdminError, TimeoutError, OSError) as exc:
+        summary.unknown.append(f"{cluster.name}: expiry runs unknown: {exc or 'timed out'}")
+        return []
+    losses, newest = new_expiry_losses(cluster.name, masters, statuses, summary)
+    now = timezone.now()
+    global_hook = settings.QUIVER.get("ALERT_WEBHOOK_URL", "")
+    hooks = {m.group: m.webhook_url for m in GroupMonitor.objects.filter(cluster=cluster.name)}
+    events: list[Event] = []
+    for group, loss in sorted(losses.items()):
+        raised = _raise_expiry(cluster.name, group, loss, now)
+        if raised is not None:
+            events.append(Event(RAISED, raised, hooks.get(group) or global_hook))
+    if newest:
+        try:
+            redis_client().hset(EXPIRY_SEEN_KEY, mapping={addr: str(ms) for addr, ms in newest.items()})
+        except RedisError as exc:  # the next check sees these runs again: their alerts are open
+            log.warning("alerts: could not note the expiry runs checked: %s", exc)
+    open_alerts = list(
+        Alert.objects.filter(cluster=cluster.name, kind=Alert.EXPIRED, resolved_at__isnull=True)
+    )
+    if not open_alerts or not masters:
+        return events
+    addrs = list(masters.values())
+    try:
+        behind = _still_behind(admin_call(cluster.namesrv_addr, lambda admin: _snapshots(admin, addrs)))
+    except (AdminError, TimeoutError, OSError):
+        behind = None
+    if behind is None:  # a master did not answer: unknown, nothing resolved
+        return events
+    for alert in open_alerts:
+        if alert.group in behind:
+            continue
+        resolved = _resolve(alert, None, "the group's offsets are past the deleted messages", now)
+        if resolved is not None:
+            events.append(Event(RESOLVED, resolved, hooks.get(alert.group) or global_hook))
+    return events
+
+
 def check_all(announce: Callable[[Event], None]) -> CheckSummary:
     """Check every managed cluster; ``announce`` each raise and resolve (after the DB has it).
 
@@ -250,7 +423,7 @@ def check_all(announce: Callable[[Event], None]) -> CheckSummary:
     summary = CheckSummary()
     for cluster in managed_clusters():
         try:
-            events = check_cluster(cluster, summary)
+            events = check_cluster(cluster, summary) + check_expiry(cluster, summary)
         except Exception:  # one cluster's trouble never stops the others' check
             log.exception("alerts: checking cluster %s failed", cluster.name)
             summary.unknown.append(f"{cluster.name}: check failed")

@@ -177,7 +177,8 @@ def _run_offset_persistence(target: BrokerTarget) -> tuple[str, dict[str, Any]]:
 
 def _run_file_expiry(target: BrokerTarget) -> tuple[str, dict[str, Any]]:
     run = admin_call(target.namesrv_addr, lambda admin: _scheduled_run(admin, target, FILE_EXPIRY))
-    return run.result, dict(run.details)
+    # The broker's start time names the run as the broker's status lists it (deletions).
+    return run.result, {**run.details, "brokerStartedMs": run.started_ms}
 
 
 RUNNERS: dict[str, Callable[[BrokerTarget], tuple[str, dict[str, Any]]]] = {
@@ -370,20 +371,108 @@ def broker_drivers() -> list[dict[str, Any]]:
         }
         if isinstance(state, BaseException):
             error = str(state) or type(state).__name__
-            row.update(reachable=False, error=error, mode="", jobs={}, fallback=[])
+            row.update(
+                reachable=False,
+                error=error,
+                mode="",
+                jobs={},
+                fallback=[],
+                deletions=[],
+                damaged=[],
+                diskFull=None,
+            )
         else:
             jobs = {job: job_state.to_json() for job, job_state in state.jobs.items()}
             # The platform drives only file expiry on a slave: the rest is no fallback there.
             driven = set(jobs) if entry["master"] else {FILE_EXPIRY}
             fallback = [job for job in state.fallback_jobs if job in driven]
-            row.update(reachable=True, error="", mode=state.mode, jobs=jobs, fallback=fallback)
+            deletions = [
+                deletion_row(row, run.started_ms, run.runner, run.details) for run in state.deletions
+            ]
+            row.update(
+                reachable=True,
+                error="",
+                mode=state.mode,
+                jobs=jobs,
+                fallback=fallback,
+                deletions=deletions,
+                damaged=[dict(r) for r in state.damaged_ranges],
+                diskFull=state.disk_full,
+            )
         rows.append(row)
     return sorted(rows, key=lambda row: (row["cluster"], row["brokerName"], row["brokerAddr"]))
 
 
+# -- what expiry deleted ----------------------------------------------------------------------
+
+
+def deletion_row(
+    broker: dict[str, Any], started_ms: int, runner: str, details: dict[str, Any]
+) -> dict[str, Any]:
+    """One expiry run that deleted something, as the page and the API show it.
+
+    ``broker`` has the broker's ``brokerAddr``, ``brokerName`` and ``cluster``;
+    ``details`` is the run's ExpiryReport as the broker sent it.
+    """
+    by_topic = {str(t): int(n) for t, n in (details.get("messages_deleted") or {}).items()}
+    unconsumed = [
+        {
+            "group": str(u.get("group", "")),
+            "topic": str(u.get("topic", "")),
+            "messages": int(u.get("messages") or 0),
+            "queues": int(u.get("queues") or 0),
+        }
+        for u in details.get("unconsumed") or []
+    ]
+    return {
+        "brokerAddr": broker["brokerAddr"],
+        "brokerName": broker.get("brokerName", ""),
+        "cluster": broker.get("cluster", ""),
+        "startedMs": started_ms,
+        "runner": runner,
+        "reason": str(details.get("reason", "")),
+        "segments": [str(name) for name in details.get("segments_deleted") or []],
+        "commitLogFilesDeleted": int(details.get("commit_log_files_deleted") or 0),
+        "fromOffset": int(details.get("deleted_from_offset") or 0),
+        "toOffset": int(details.get("deleted_to_offset") or 0),
+        "messages": sum(by_topic.values()),
+        "messagesByTopic": dict(sorted(by_topic.items())),
+        "unconsumed": unconsumed,
+        "unconsumedMessages": sum(u["messages"] for u in unconsumed),
+    }
+
+
+def _deleted_anything(details: dict[str, Any]) -> bool:
+    return bool(
+        details.get("commit_log_files_deleted")
+        or details.get("consume_queue_files_deleted")
+        or details.get("index_files_deleted")
+        or details.get("messages_deleted")
+    )
+
+
+def expiry_deletions(drivers: list[dict[str, Any]], recorded: list[RunRecord]) -> list[dict[str, Any]]:
+    """Every expiry run known to have deleted something, newest first: what each broker
+    keeps (its own runs and the platform's alike, since it started) and the platform's
+    recorded runs (which outlive a broker's restart), each run once."""
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    for broker in drivers:
+        for row in broker.get("deletions") or []:
+            rows[(row["brokerAddr"], row["startedMs"])] = row
+    for run in recorded:
+        if run.job != FILE_EXPIRY or run.status != OK or not _deleted_anything(run.details):
+            continue
+        started = int(run.details.get("brokerStartedMs") or run.started_ms)
+        broker = {"brokerAddr": run.broker_addr, "brokerName": run.broker_name, "cluster": run.cluster}
+        rows.setdefault((run.broker_addr, started), deletion_row(broker, started, PLATFORM, run.details))
+    return sorted(rows.values(), key=lambda row: (-row["startedMs"], row["brokerAddr"]))
+
+
 def job_overview(limit: int = 20) -> dict[str, Any]:
     """What the console shows: each job's status (overdue, failing brokers), who drives it on
-    each broker (the platform, or the broker on fallback) and the recent runs."""
+    each broker (the platform, or the broker on fallback), the recent runs, and what expiry
+    deleted lately (``deletions``: segments, messages per topic, groups that had not
+    consumed them)."""
     client = redis_client()
     specs = job_specs()
     drivers = broker_drivers()
@@ -404,4 +493,5 @@ def job_overview(limit: int = 20) -> dict[str, Any]:
         "brokers": drivers,
         "fallbackBrokers": [row["brokerAddr"] for row in drivers if row["fallback"]],
         "recent": [run.to_json() for run in runs.recent_runs(client, max(1, min(limit, runs.RECENT_KEPT)))],
+        "deletions": expiry_deletions(drivers, runs.recent_runs(client, runs.RECENT_KEPT, FILE_EXPIRY)),
     }

@@ -163,6 +163,11 @@ def test_file_expiry_deletes_segments_older_than_the_configured_age(platform: Pl
         segments = sorted(p.name for p in (store / "commitlog").iterdir())
     assert run.status == OK and "deleteWhen hour" in run.result
     assert segments and int(segments[0]) > 0, "the oldest segments are gone"
+    # The record says what went (issue 14): the segments by name and the messages per topic;
+    # no group had consumed the topic, so no group lost unconsumed messages.
+    gone = run.details["segments_deleted"]
+    assert gone and all(len(name) == 20 and int(name) < int(segments[0]) for name in gone)
+    assert 0 < run.details["messages_deleted"]["ExpiryTopic"] < 40 and run.details["unconsumed"] == []
     assert len(segments) >= 1  # the segment being written stays
 
 

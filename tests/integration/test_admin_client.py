@@ -12,8 +12,9 @@ from broker_core.client import AdminClient, AdminError, AdminUnreachableError
 from broker_core.messagequeue import MessageQueue
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.server import RemotingServer
-from broker_core.store.message import create_message_id, encode_host
-from broker_core.testing import run_broker
+from broker_core.store.message import MessageInner, create_message_id, encode_host
+from broker_core.store.store import MessageStore
+from broker_core.testing import run_broker, small_store_config
 
 from .clusterhelpers import cluster, commit_offset, dead_addr, heartbeat, put, raw_client, wait_until_routed
 
@@ -288,3 +289,29 @@ async def test_an_answer_of_the_wrong_shape_is_an_admin_error() -> None:
                 await admin.topic_list()
     finally:
         await server.close()
+
+
+async def test_a_broker_started_on_a_damaged_store_reports_the_range_it_skipped(tmp_path: Path) -> None:
+    """Issue 14: the damage recovery skipped is on record and reaches the operator (the
+    maintenance status the console's Maintenance page shows, and quiver-admin)."""
+    store_dir = tmp_path / "store"
+    written = []
+    with MessageStore(small_store_config(store_dir)) as store:
+        for i in range(20):
+            msg = MessageInner("Damaged", 0, b"body-%02d" % i + b"." * 64, {"KEYS": f"k{i}"})
+            result = store.put_message(msg)
+            written.append((result.wrote_offset, result.wrote_bytes))
+    phys, size = written[10]
+    with open(store_dir / "commitlog" / f"{0:020d}", "r+b") as f:
+        f.seek(phys + size - 10)
+        f.write(b"\xff")
+    async with run_broker(store_dir) as broker, AdminClient([], connect_timeout=2) as admin:
+        status = await admin.maintenance_status(broker.address)
+        assert [(r["start"], r["end"]) for r in status.damaged_ranges] == [(phys, phys + size)]
+        assert status.disk_full is None
+        runtime = await admin.broker_runtime_info(broker.address)
+        assert (runtime["damagedRanges"], runtime["damagedBytes"]) == ("1", str(size))
+        assert broker.store is not None
+        bodies = [m.body for m in broker.store.query_message("Damaged", "k19")]
+        assert bodies == [b"body-19" + b"." * 64], "the records after the damage are kept"
+        assert broker.store.query_message("Damaged", "k10") == []

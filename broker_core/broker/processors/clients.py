@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -9,6 +10,7 @@ import orjson
 
 from broker_core.broker.groups import group_not_exist_remark
 from broker_core.broker.retry import ensure_send_back_topic
+from broker_core.errors import StoreError
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.topics import retry_topic
@@ -23,6 +25,10 @@ class ClientProcessor:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
         self._watched: set[int] = set()
+        # The consumer-offsets write under way, and the next one, which unregisters arriving
+        # meanwhile wait for (see ``_persist_offsets``).
+        self._writing: asyncio.Future[str] | None = None
+        self._next_write: asyncio.Future[str] | None = None
 
     def heartbeat(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
         """Register the client's producer and consumer groups.
@@ -99,14 +105,67 @@ class ClientProcessor:
 
         conn.add_close_callback(closed)
 
-    def unregister_client(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+    async def unregister_client(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        """Forget the client's groups; for a consumer group, write the consumer offsets to
+        disk before answering.
+
+        A consumer that shuts down commits its offsets (UPDATE_CONSUMER_OFFSET, which only
+        changes the table in memory) and then unregisters, our clients as the official Java
+        and C++ ones do, on the same connection: by the time this request is handled its
+        final commits are in the table, and once it is answered they are on disk
+        (``consumerOffset.json``, written atomically and fsynced).  A broker killed right
+        after redelivers nothing to it.
+
+        The worst case that remains is a consumer still running when the broker dies: its
+        offsets on disk are those of the last periodic write (the offset-persistence job,
+        every 5 s: RocketMQ's ``flushConsumerOffsetInterval``; up to the job's lease if the
+        platform's passes stop), on top of its own commit period (5 s), so what it consumed
+        in those seconds is delivered again (at-least-once).  A consumer whose unregister the
+        broker never answered (it died first) is in that case too.  If the disk refuses the
+        write, the answer is SYSTEM_ERROR saying so (the client logs it), though the client
+        is unregistered all the same.
+        """
         fields = request.ext_fields
+        consumer_group = fields.get("consumerGroup", "")
         changed = self.broker.clients.unregister(
-            fields.get("clientID", ""), fields.get("producerGroup", ""), fields.get("consumerGroup", "")
+            fields.get("clientID", ""), fields.get("producerGroup", ""), consumer_group
         )
         for group in changed:
             self.broker.notify_ids_changed(group)
+        if consumer_group and self.broker.store is not None:
+            problem = await self._persist_offsets()
+            if problem:
+                log.warning("unregistering %s of %s: %s", fields.get("clientID"), consumer_group, problem)
+                return request.response(
+                    ResponseCode.SYSTEM_ERROR,
+                    f"unregistered, but the consumer offsets are not on disk: {problem}",
+                )
         return request.response()
+
+    async def _persist_offsets(self) -> str:
+        """Write the consumer offsets now; return what went wrong ('' when they are on disk).
+
+        Unregisters that arrive while a write runs share the next one (which starts after
+        they all committed), so consumers shutting down together cost one write each round,
+        not one each.
+        """
+        if self._next_write is None:
+            self._next_write = asyncio.ensure_future(self._write_offsets())
+        return await asyncio.shield(self._next_write)
+
+    async def _write_offsets(self) -> str:
+        if self._writing is not None:
+            await asyncio.wait([self._writing])
+        self._writing, self._next_write = self._next_write, None
+        store = self.broker.store
+        assert store is not None
+        try:
+            ok = await asyncio.get_running_loop().run_in_executor(None, store.persist_offsets)
+        except (StoreError, OSError) as exc:
+            return str(exc)
+        finally:
+            self._writing = None
+        return "" if ok is not False else "the disk refused the write (see the broker's log)"
 
     def consumer_list(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
         group = request.ext_fields.get("consumerGroup", "")

@@ -7,7 +7,8 @@ job's lease, so the broker's own timer stands by), anything else or absent for a
 operator's one-off run; ``leaseMillis`` (optional): how long the platform promises its
 next pass within, when that is longer than the broker's configured lease.
 QUIVER_GET_MAINTENANCE_STATUS (90002) answers who drives each job (platform, broker, or
-broker on fallback), its lease and its last run.  RocketMQ's TRIGGER_DELETE_FILES (27)
+broker on fallback), its lease and its last run, and the latest expiry runs that deleted
+something (``deletions``, newest first).  RocketMQ's TRIGGER_DELETE_FILES (27)
 runs file expiry as a manual deletion (expired files go whatever the hour).
 """
 
