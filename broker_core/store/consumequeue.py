@@ -467,18 +467,6 @@ class ConsumeQueueStore:
         for cq in self:
             cq.flush()
 
-    def _real_entry_from(self, offset: int, hi: int) -> Entry | None:
-        """The first entry at or after ``offset`` (below ``hi``) that is not a blank."""
-        while offset < hi:
-            chunk = self.entries(offset, min(256, hi - offset))
-            if not chunk:
-                return None
-            for entry in chunk:
-                if entry[1] != BLANK_ENTRY_SIZE:
-                    return entry
-            offset += len(chunk)
-        return None
-
     def truncate_dirty(self, phys_offset: int) -> None:
         for cq in self:
             cq.truncate_dirty(phys_offset)
