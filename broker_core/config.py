@@ -198,6 +198,22 @@ def load_properties(path: str | Path) -> dict[str, str]:
     return props
 
 
+def _check_server_protection(config: NamesrvConfig | BrokerConfig) -> None:
+    """Validate the remoting server's self-protection settings (both servers have them)."""
+    if not 0 < config.write_buffer_low_water_mark <= config.write_buffer_high_water_mark:
+        raise ConfigError(
+            "writeBufferLowWaterMark must be positive and at most writeBufferHighWaterMark, not "
+            f"{config.write_buffer_low_water_mark} (high: {config.write_buffer_high_water_mark})"
+        )
+    if config.server_partial_frames_max_bytes < config.max_frame_size_bytes:
+        raise ConfigError(
+            f"serverPartialFramesMaxBytes ({config.server_partial_frames_max_bytes}) must be at least "
+            f"maxFrameSizeBytes ({config.max_frame_size_bytes}), or a frame of the largest size never fits"
+        )
+    if config.server_partial_frame_timeout_millis <= 0:
+        raise ConfigError("serverPartialFrameTimeoutMillis must be positive")
+
+
 @dataclass(frozen=True)
 class NamesrvConfig:
     """Settings of one nameserver (RocketMQ ``NamesrvConfig`` + its server config)."""
@@ -213,12 +229,23 @@ class NamesrvConfig:
     max_frame_size_bytes: int = 16 * 1024 * 1024
     # A connection silent this long (and with no request in progress) is closed.
     server_channel_max_idle_time_seconds: int = 120
+    # Reading from a connection stops while more than this many bytes of answers to it are
+    # unsent (its peer is not reading them) and starts again below the low-water mark.
+    write_buffer_high_water_mark: int = 256 * 1024
+    write_buffer_low_water_mark: int = 64 * 1024
+    # Quiver: the bytes partial frames may hold over every connection together; past it the
+    # connections whose partial frames began first are closed.
+    server_partial_frames_max_bytes: int = 64 * 1024 * 1024
+    # Quiver: a frame must arrive whole this long (ms) after its first byte, or its
+    # connection is closed (a peer dripping bytes would keep resetting the idle timer).
+    server_partial_frame_timeout_millis: int = 30_000
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort must be 0..65535, not {self.listen_port}")
         if self.server_channel_max_idle_time_seconds <= 0:
             raise ConfigError("serverChannelMaxIdleTimeSeconds must be positive")
+        _check_server_protection(self)
         if self.scan_not_active_broker_interval <= 0 or self.broker_channel_expired_time <= 0:
             raise ConfigError("scanNotActiveBrokerInterval and brokerChannelExpiredTime must be positive")
 
@@ -305,6 +332,16 @@ class BrokerConfig:
     client_housekeeping_interval: int = 10_000
     # A connection silent this long (and with no request in progress) is closed.
     server_channel_max_idle_time_seconds: int = 120
+    # Reading from a connection stops while more than this many bytes of answers to it are
+    # unsent (its peer is not reading them) and starts again below the low-water mark.
+    write_buffer_high_water_mark: int = 256 * 1024
+    write_buffer_low_water_mark: int = 64 * 1024
+    # Quiver: the bytes partial frames may hold over every connection together; past it the
+    # connections whose partial frames began first are closed.
+    server_partial_frames_max_bytes: int = 64 * 1024 * 1024
+    # Quiver: a frame must arrive whole this long (ms) after its first byte, or its
+    # connection is closed (a peer dripping bytes would keep resetting the idle timer).
+    server_partial_frame_timeout_millis: int = 30_000
 
     def __post_init__(self) -> None:
         if self.broker_id < 0:
@@ -351,6 +388,7 @@ class BrokerConfig:
             raise ConfigError("clientChannelExpiredTime and clientHousekeepingInterval must be positive")
         if self.server_channel_max_idle_time_seconds <= 0:
             raise ConfigError("serverChannelMaxIdleTimeSeconds must be positive")
+        _check_server_protection(self)
 
     @property
     def namesrv_addrs(self) -> list[str]:

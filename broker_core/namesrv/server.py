@@ -36,6 +36,10 @@ class NamesrvServer:
             config.listen_port,
             max_frame_size=config.max_frame_size_bytes,
             idle_timeout=config.server_channel_max_idle_time_seconds,
+            write_buffer_high_water_mark=config.write_buffer_high_water_mark,
+            write_buffer_low_water_mark=config.write_buffer_low_water_mark,
+            partial_frames_max_bytes=config.server_partial_frames_max_bytes,
+            partial_frame_timeout=config.server_partial_frame_timeout_millis / 1000,
         )
         for code in self.processor.handlers:
             self.server.register(code, self._handle)

@@ -373,11 +373,21 @@ class FrameDecoder:
 
     @property
     def buffered(self) -> int:
-        """Return how many received bytes wait for the rest of their frame."""
+        """Return how many received bytes are not returned yet: a partial frame's (and, after
+        a ``feed`` with ``most``, the whole frames it left)."""
         return len(self._buffer) - self._offset
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
+    def reset(self) -> None:
+        """Drop every buffered byte (the connection is being closed: free its memory now)."""
+        self._buffer = bytearray()
+        self._offset = 0
+
+    def feed(self, data: bytes | bytearray | memoryview, most: int = -1) -> list[RemotingCommand]:
         """Append ``data`` and return every command now complete, in arrival order.
+
+        With a positive ``most``, return at most that many; complete frames past it stay
+        buffered (as bytes, unchecked) for the next ``feed``, ``feed(b"")`` included.  A
+        server uses it to stop answering a peer whose answers back up.
 
         Raises:
             FrameError: a frame is malformed or larger than ``max_frame_size``; its
@@ -402,6 +412,8 @@ class FrameDecoder:
                     break
                 commands.append(_decode(view, offset + 4, frame_end))
                 offset = frame_end
+                if len(commands) == most:
+                    break
         except FrameError as exc:
             exc.commands = commands
             raise

@@ -28,6 +28,13 @@ Dispatch = Callable[[RemotingCommand, "Connection"], None]
 
 _OPAQUE_MASK = 0x7FFFFFFF  # opaque is an int32 on the wire (binary headers)
 
+# Why reading from the socket is paused (bits of ``Connection._paused_by``); reading resumes
+# only once every reason is gone.
+PAUSED_BY_INFLIGHT = 1  # too many dispatched requests still running
+PAUSED_BY_WRITES = 2  # the peer is not reading our answers (server side only)
+PAUSED_BY_BAD_FRAME = 4  # the stream is broken: nothing more is read
+PAUSED_BY_BACKLOG = 8  # frames already read are answered first (server side only)
+
 
 class Connection(asyncio.Protocol):
     """One socket: sends commands, matches responses to requests by opaque, hands requests on.
@@ -37,6 +44,9 @@ class Connection(asyncio.Protocol):
         max_frame_size: frames above this (prefix included) close the connection.
         max_inflight: when this many dispatched requests are still running, reading from
             the socket pauses until half of them finish (back-pressure on a flooding peer).
+
+    Reading can be paused for several reasons at once (``PAUSED_BY_*``); it resumes when
+    the last one clears.
     """
 
     def __init__(
@@ -58,7 +68,7 @@ class Connection(asyncio.Protocol):
         self._lost: asyncio.Future[None] | None = None
         self._inflight = 0
         self._max_inflight = max_inflight
-        self._reading_paused = False
+        self._paused_by = 0
         self._corked: list[bytes] | None = None
         # Set after a bad frame: why the connection closes once its running requests end.
         self._doomed: str | None = None
@@ -89,17 +99,19 @@ class Connection(asyncio.Protocol):
         try:
             commands = self._decoder.feed(data)
         except FrameError as exc:
-            log.warning("closing %s: %s", self.remote_address, exc)
-            # The good frames before the bad one are still answered; nothing after it can
-            # be trusted, so reading stops and the connection closes once they are.
-            self._doomed = f"bad frame: {exc}"
-            if self._transport is not None:
-                self._transport.pause_reading()
-            self._handle(exc.commands)
-            if self._inflight == 0:
-                self.close(self._doomed)
+            self._bad_frame(exc)
             return
         self._handle(commands)
+
+    def _bad_frame(self, exc: FrameError) -> None:
+        log.warning("closing %s: %s", self.remote_address, exc)
+        # The good frames before the bad one are still answered; nothing after it can be
+        # trusted, so reading stops and the connection closes once they are.
+        self._doomed = f"bad frame: {exc}"
+        self._pause_reading(PAUSED_BY_BAD_FRAME)
+        self._handle(exc.commands)
+        if self._inflight == 0:
+            self.close(self._doomed)
 
     def _handle(self, commands: list[RemotingCommand]) -> None:
         pending = self._pending
@@ -146,6 +158,18 @@ class Connection(asyncio.Protocol):
     def closed(self) -> bool:
         """Return whether the connection is closing or closed (sends are dropped)."""
         return self._closing or self._transport is None
+
+    @property
+    def unsent_bytes(self) -> int:
+        """Return how many bytes written to this connection have not reached the socket yet."""
+        corked = sum(map(len, self._corked)) if self._corked else 0
+        transport = self._transport
+        return corked + (transport.get_write_buffer_size() if transport is not None else 0)
+
+    @property
+    def reading_paused(self) -> bool:
+        """Return whether reading from the socket is paused (back-pressure or a bad frame)."""
+        return self._paused_by != 0
 
     def send(self, cmd: RemotingCommand) -> bool:
         """Write ``cmd`` as is; return False (and write nothing) if the connection is closing."""
@@ -235,14 +259,29 @@ class Connection(asyncio.Protocol):
         if self._lost is not None:
             await asyncio.shield(self._lost)
 
-    # -- back-pressure for dispatched work ------------------------------------------------
+    # -- back-pressure ----------------------------------------------------------------------
+
+    def _pause_reading(self, reason: int) -> None:
+        """Stop reading from the socket for ``reason`` (a ``PAUSED_BY_*`` bit)."""
+        if not self._paused_by and self._transport is not None and not self._closing:
+            self._transport.pause_reading()
+        self._paused_by |= reason
+
+    def _resume_reading(self, reason: int) -> bool:
+        """Clear ``reason``; read again if no other reason holds.  Return whether reading resumed."""
+        if not self._paused_by & reason:
+            return False
+        self._paused_by &= ~reason
+        if self._paused_by or self._transport is None or self._closing:
+            return False
+        self._transport.resume_reading()
+        return True
 
     def task_started(self) -> None:
         """Count one dispatched request still running; pause reading past ``max_inflight``."""
         self._inflight += 1
-        if self._inflight >= self._max_inflight and not self._reading_paused and self._transport:
-            self._reading_paused = True
-            self._transport.pause_reading()
+        if self._inflight >= self._max_inflight and not self._paused_by & PAUSED_BY_INFLIGHT:
+            self._pause_reading(PAUSED_BY_INFLIGHT)
 
     def task_finished(self) -> None:
         """Count one dispatched request done; resume reading once half the limit drained."""
@@ -251,10 +290,8 @@ class Connection(asyncio.Protocol):
             if self._inflight == 0:
                 self.close(self._doomed)
             return
-        if self._reading_paused and self._inflight <= self._max_inflight // 2:
-            self._reading_paused = False
-            if self._transport is not None and not self._closing:
-                self._transport.resume_reading()
+        if self._paused_by & PAUSED_BY_INFLIGHT and self._inflight <= self._max_inflight // 2:
+            self._resume_reading(PAUSED_BY_INFLIGHT)
 
 
 def _expire(future: asyncio.Future[RemotingCommand], address: str, code: int, timeout: float) -> None:

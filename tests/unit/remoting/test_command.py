@@ -193,6 +193,22 @@ def test_it_parses_many_frames_per_feed_and_keeps_a_partial_tail() -> None:
     assert decoder.buffered == 0
 
 
+def test_it_returns_at_most_as_many_commands_as_asked_and_keeps_the_rest_in_order() -> None:
+    # A server takes a flooding peer's pipeline a few requests per turn (issue 14).
+    frames = [encode(RemotingCommand(RequestCode.PULL_MESSAGE, opaque=i, body=b"x" * i)) for i in range(100)]
+    decoder = FrameDecoder()
+    got = decoder.feed(b"".join(frames) + frames[0][:5], 16)
+    assert len(got) == 16
+    while more := decoder.feed(b"", 16):
+        assert len(more) <= 16
+        got += more
+    assert [cmd.opaque for cmd in got] == list(range(100))
+    assert decoder.buffered == 5  # the partial frame behind them
+    decoder.reset()
+    assert decoder.buffered == 0
+    assert [cmd.opaque for cmd in decoder.feed(frames[7])] == [7]
+
+
 def test_it_decodes_captured_frames_back_to_back() -> None:
     lines = captured_requests("producer-consumer-all.jsonl")
     stream = b"".join(struct.pack(">I", len(frame)) + frame for frame, _ in map(frame_of, lines))
