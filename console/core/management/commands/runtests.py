@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -89,6 +91,7 @@ class Command(BaseCommand):
         self, *args: Any, no_lint: bool, failfast: bool, pytest_args: list[str], **options: Any
     ) -> None:
         pytest_args = [*getattr(self, "passthrough", []), *pytest_args]
+        self.stdout.write(f"runtests: browser: {ensure_chromium()}")
         counts = Counts()
         failures: list[tuple[str, int]] = []
         with tempfile.TemporaryDirectory(prefix="quiver-runtests-") as reports:
@@ -130,6 +133,26 @@ class Command(BaseCommand):
                 outcome += f" ({step_counts})"
         self.stdout.write(f"runtests: {step.label}: {outcome}")
         return code
+
+
+def ensure_chromium() -> str:
+    """Install Debian's Chromium for the browser tests when it is missing; say how it stands.
+
+    Playwright cannot download its own browser here, so the suite drives Debian's. On a
+    machine where it cannot be installed (not root, no apt-get) the browser tests say why
+    they skip, or fail when ``QUIVER_REQUIRE_BROWSER`` is set (as ``.ci/run`` sets it).
+    """
+    if shutil.which("chromium"):
+        return "chromium found"
+    if not shutil.which("apt-get") or os.geteuid() != 0:
+        return "chromium missing and not installable here (needs root and apt-get): browser tests skip"
+    install = ["apt-get", "install", "-y", "-qq", "chromium"]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    if subprocess.run(install, **quiet).returncode != 0:  # type: ignore[call-overload]
+        subprocess.run(["apt-get", "update", "-qq"], **quiet)  # type: ignore[call-overload]
+        if subprocess.run(install, **quiet).returncode != 0:  # type: ignore[call-overload]
+            return "installing chromium failed (apt-get install -y chromium): browser tests skip"
+    return "chromium installed (apt-get install chromium)" if shutil.which("chromium") else "chromium missing"
 
 
 def split_args(args: list[str], own_flags: frozenset[str]) -> tuple[list[str], list[str]]:
