@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.auth.decorators import login_required
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.permissions import IsAuthenticated
 
 urlpatterns = [
     path("", include("console.core.urls")),
@@ -17,7 +19,13 @@ urlpatterns = [
     path("", include("console.messages.urls")),
     path("", include("console.audit.urls")),
     path("", include("console.reports.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # Like every other endpoint, the API's description needs a signed-in user (the README
+    # says so): the schema over the API's own authentication, the docs page via the login page.
+    path("api/schema/", SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]), name="api-schema"),
+    path(
+        "api/docs/",
+        login_required(SpectacularSwaggerView.as_view(url_name="api-schema")),
+        name="api-docs",
+    ),
     path("admin/", admin.site.urls),
 ]
