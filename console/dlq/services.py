@@ -10,6 +10,8 @@ from typing import Any
 import orjson
 
 from broker_core.client.admin import AdminClient
+from broker_core.errors import AdminError
+from broker_core.remoting.codes import ResponseCode
 from broker_core.topics import dlq_topic, retry_topic
 from console.messages import services as messages
 
@@ -36,10 +38,20 @@ async def browse(
     key: str,
 ) -> dict[str, Any]:
     """A page of the group's DLQ (or retry) messages, filtered by tag and key; the original
-    topic of each is shown (``RETRY_TOPIC``)."""
-    page = await messages.browse(admin, topic_of(group, kind), begin, end, limit, cursor)
+    topic of each is shown (``RETRY_TOPIC``).
+
+    A group that never dead-lettered (or retried) a message has no such topic yet: that is
+    an empty page with ``never`` set, not an error.
+    """
+    try:
+        page = await messages.browse(admin, topic_of(group, kind), begin, end, limit, cursor)
+    except AdminError as exc:
+        if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+            raise
+        never = {"messages": [], "cursor": None, "truncated": False, "never": True}
+        return {**never, "group": group, "kind": kind, "topic": topic_of(group, kind)}
     page["messages"] = [m for m in page["messages"] if matches(m, tag, key)]
-    return {**page, "group": group, "kind": kind}
+    return {**page, "group": group, "kind": kind, "topic": topic_of(group, kind), "never": False}
 
 
 async def export_rows(
