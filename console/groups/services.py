@@ -217,7 +217,15 @@ async def plan_reset(
 
     ``mode`` is ``timestamp`` (``timestamp`` ms), ``earliest``, ``latest`` or ``exact``
     (``offsets``: {(brokerName, queueId): offset}, each within the queue's range).
+    A group the cluster does not know is refused here as the reset itself refuses it, so a
+    preview never shows a plan that cannot be carried out.
     """
+    if group not in await admin.group_list():
+        raise AdminError(
+            f"there is no consumer group {group!r} in this cluster: check the name, or start a "
+            "consumer of it (or create it) first",
+            code=ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+        )
     now = await current_offsets(admin, group, topic)
     if mode == "timestamp":
         targets = await admin.offsets_by_time(topic, how["timestamp"])

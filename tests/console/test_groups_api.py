@@ -234,3 +234,16 @@ def test_group_thresholds_are_kept_per_cluster(on_servers: Servers, personas: di
     assert personas["operator"].delete(url).status_code == 204
     assert personas["operator"].delete(url).status_code == 404
     assert AuditEntry.objects.filter(action__startswith="group.monitor").count() == 2  # a 404 changed nothing
+
+
+def test_a_preview_for_a_group_the_cluster_does_not_know_is_refused_like_the_reset(
+    on_servers: Servers, personas: dict[str, Client]
+) -> None:
+    """Issue 15: the preview answered 200 with a plan while the reset itself was a 404."""
+    url = GROUPS + "no-such-group/offsets/"
+    body = {"topic": "AnyTopic", "mode": "earliest"}
+    preview = personas["viewer"].post(url + "preview/", body, content_type="application/json")
+    assert preview.status_code == 404
+    assert "there is no consumer group 'no-such-group' in this cluster" in preview.json()["detail"]
+    reset = personas["operator"].post(url + "reset/", body, content_type="application/json")
+    assert reset.status_code == 404
