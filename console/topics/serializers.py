@@ -8,13 +8,22 @@ import binascii
 from rest_framework import serializers
 
 TOPIC_NAME = r"^[%|a-zA-Z0-9_-]{1,127}$"
+# The same rule as a browser form's ``pattern`` (Chromium compiles it with the ``v`` flag,
+# where ``|`` and ``-`` must be escaped inside a class), and in words.
+TOPIC_NAME_HTML_PATTERN = r"[%\|a-zA-Z0-9_\-]{1,127}"
+TOPIC_NAME_RULE = "letters, digits, %, |, _ and -, at most 127 characters (no spaces)"
 
 
 class TopicWrite(serializers.Serializer):
     """Create or update: queue counts, permission, order flag, and where (a broker cluster
     name, or every master when omitted)."""
 
-    name = serializers.RegexField(TOPIC_NAME, required=False)
+    name = serializers.RegexField(
+        TOPIC_NAME,
+        required=False,
+        # Django %-formats validation messages: the rule's "%" is doubled to stay one.
+        error_messages={"invalid": "a topic name has " + TOPIC_NAME_RULE.replace("%", "%%")},
+    )
     readQueueNums = serializers.IntegerField(min_value=1, max_value=1024, default=8)  # noqa: N815
     writeQueueNums = serializers.IntegerField(min_value=1, max_value=1024, default=8)  # noqa: N815
     perm = serializers.ChoiceField(choices=["RW", "R-", "-W", "--"], default="RW")

@@ -19,7 +19,7 @@ from console.core.brokers import on_every_master
 from console.core.pages import ask, cluster_for, context
 from console.topics import services
 from console.topics.api import PERMS
-from console.topics.serializers import TestMessage, TopicWrite
+from console.topics.serializers import TOPIC_NAME_HTML_PATTERN, TOPIC_NAME_RULE, TestMessage, TopicWrite
 
 
 @login_required
@@ -48,6 +48,8 @@ def topic_list(request: HttpRequest, cluster: str) -> HttpResponse:
             chosen=chosen,
             types=services.TYPES,
             errors=errors,
+            name_pattern=TOPIC_NAME_HTML_PATTERN,
+            name_rule=TOPIC_NAME_RULE,
         ),
     )
 
@@ -128,7 +130,8 @@ def create_topic(request: HttpRequest, cluster: str) -> HttpResponse:
         }
     )
     if not form.is_valid():
-        flash.error(request, f"not created: {form.errors}")
+        problems = "; ".join(f"{field}: {' '.join(map(str, errs))}" for field, errs in form.errors.items())
+        flash.error(request, f"{request.POST.get('name', '')!r} was not created: {problems}")
         return redirect("topics:list", cluster=cluster)
     data = form.validated_data
     config = TopicConfig(

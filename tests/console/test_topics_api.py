@@ -108,3 +108,22 @@ def test_deleting_needs_the_admin_role_and_a_confirmation_after_the_impact(
     row = AuditEntry.objects.get(action="topic.delete")
     assert row.before["messages"] == 1 and row.after == {"deletedOn": [on_servers.broker_addr]}
     assert "Doomed" not in [t["name"] for t in personas["viewer"].get(BASE).json()["results"]]
+
+
+def test_a_bad_topic_name_is_refused_in_words_and_the_form_states_the_rule(
+    on_servers: Servers, personas: dict[str, Client]
+) -> None:
+    """Issue 15: the form's pattern compiles in Chromium (``v`` flag), the rule is on the page,
+    and a refusal is a sentence, not a serializer's repr."""
+    import re
+
+    page = personas["operator"].get("/clusters/default/topics/").content.decode()
+    pattern = re.search(r'name="name" required pattern="([^"]+)"', page)
+    assert pattern is not None and pattern.group(1) == r"[%\|a-zA-Z0-9_\-]{1,127}"
+    assert "Letters, digits, %, |, _ and -, at most 127 characters (no spaces)." in page
+    refused = personas["operator"].post("/clusters/default/topics-new/", {"name": "my topic"}, follow=True)
+    text = refused.content.decode()
+    assert "&#x27;my topic&#x27; was not created: name: a topic name has letters, digits" in text
+    assert "ErrorDetail" not in text
+    api = create(personas["operator"], "my topic")
+    assert api.status_code == 400 and "a topic name has letters, digits" in str(api.json())
