@@ -125,6 +125,8 @@ def test_resend_a_dead_letter_and_see_its_outcome(console: Console, page: Any) -
 
 def test_a_live_number_changes_on_the_dashboard(console: Console, page: Any) -> None:
     page.goto(console.url + C + "/")
+    # No alert is open: the Alerts badge is not shown (a CSS rule once showed a red "0").
+    assert page.locator("#alert-count").is_hidden()
     figure = page.locator("#live-put-today")
     wait_for(lambda: figure.inner_text() not in ("…", ""), 20, "the first live figure")
     before = figure.inner_text()
