@@ -163,7 +163,7 @@ QUIVER = {
 }
 
 # Redis carries Celery's messages and results (and, from the console, Channels' events).
-REDIS_URL = envstr("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = envstr("REDIS_URL", "redis://127.0.0.1:6379/9")  # Quiver's own database (redisserver.py)
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = REDIS_URL
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

