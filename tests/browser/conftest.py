@@ -86,14 +86,24 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
 
 @pytest.fixture
 def page(console: Console) -> Iterator[Any]:
-    """A fresh browser page, signed in as admin."""
+    """A fresh browser page, signed in as admin.
+
+    Every flow also checks that no page it visited logged an error to the browser's console
+    (a script error, a pattern the browser cannot compile, a failed load): what a person
+    never sees but a broken page shows first.
+    """
     from playwright.sync_api import sync_playwright
 
+    errors: list[str] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         try:
             context = browser.new_context()
             page = context.new_page()
+            page.on(
+                "console", lambda m: errors.append(f"{page.url}: {m.text}") if m.type == "error" else None
+            )
+            page.on("pageerror", lambda exc: errors.append(f"{page.url}: {exc}"))
             page.set_default_timeout(30_000)
             page.goto(console.url + "/login/")
             page.fill("#id_username", "admin")
@@ -103,3 +113,4 @@ def page(console: Console) -> Iterator[Any]:
             yield page
         finally:
             browser.close()
+    assert errors == [], "the browser's console logged errors"
