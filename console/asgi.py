@@ -1,4 +1,4 @@
-"""Build the console's ASGI application: Django over HTTP (with static files) and Channels websockets."""
+"""The console's ASGI application: Django over HTTP (static files by WhiteNoise), Channels websockets."""
 
 from __future__ import annotations
 
@@ -13,14 +13,13 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from console.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        # The console is served by daphne alone, so it serves its own static files too.
-        "http": ASGIStaticFilesHandler(django_asgi_app),
+        # Static files go through WhiteNoise's middleware (compressed, with cache headers).
+        "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -209,6 +209,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files, compressed (gzip) and with cache headers: see STATIC_ROOT below.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -266,6 +268,17 @@ LOGOUT_REDIRECT_URL = "core:login"
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
+# WhiteNoise serves static files. ``manage.py up`` runs collectstatic into STATIC_ROOT first,
+# which writes a gzip copy of each file beside it (CompressedStaticFilesStorage): those are
+# served to browsers that accept them, with Cache-Control for WHITENOISE_MAX_AGE seconds
+# (and Last-Modified/ETag to revalidate). A console started without collectstatic (tests,
+# runserver) serves the files from the project's static/ directory as they are.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = not (STATIC_ROOT / "console").is_dir()
+WHITENOISE_MAX_AGE = envint("QUIVER_STATIC_MAX_AGE", 3600)
 
 # Events cross processes through Redis when the platform gives one (``up`` always does);
 # a console started alone, or under test, keeps them in its own process.

@@ -37,6 +37,9 @@ class Command(BaseCommand):
         self.stdout.write(f"redis: {redisserver.masked(redis.url)} ({redis.source})")
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("database: migrated")
+        # Static files with their gzip copies, for WhiteNoise (see settings.STATIC_ROOT).
+        call_command("collectstatic", interactive=False, verbosity=0)
+        self.stdout.write("static files: collected")
         self.ensure_admin()
         quiver = settings.QUIVER
         ports = Ports(quiver["NAMESRV_PORT"], quiver["BROKER_PORT"], quiver["CONSOLE_PORT"])
