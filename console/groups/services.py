@@ -265,6 +265,31 @@ async def plan_reset(
     return plan
 
 
+def plan_summary(plan: list[dict[str, Any]], mode: str, how: dict[str, Any], now_ms: int) -> dict[str, Any]:
+    """Totals of a reset plan, and a warning in words when it skips messages not consumed yet.
+
+    A time in the future is the dangerous case: no message is stored at or after it, so every
+    queue moves to its end and the whole backlog is skipped (RocketMQ resolves it the same way).
+    """
+    skipped = sum(p["delta"] for p in plan if p["delta"] > 0)
+    summary = {
+        "current": sum(p["currentOffset"] for p in plan),
+        "new": sum(p["newOffset"] for p in plan),
+        "delta": sum(p["delta"] for p in plan),
+        "skipped": skipped,
+        "replayed": -sum(p["delta"] for p in plan if p["delta"] < 0),
+        "warning": "",
+    }
+    if mode == "timestamp" and how.get("timestamp", 0) > now_ms:
+        summary["warning"] = (
+            "That time is in the future: no message is stored after it, so every queue would move "
+            f"to its end, skipping {skipped} message(s) this group has not consumed."
+        )
+    elif skipped:
+        summary["warning"] = f"This skips {skipped} message(s) this group has not consumed yet."
+    return summary
+
+
 async def apply_reset(
     admin: AdminClient, group: str, topic: str, plan: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:

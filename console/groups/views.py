@@ -161,7 +161,9 @@ def reset_preview(request: HttpRequest, cluster: str, group: str) -> HttpRespons
     plan = None
     if not error:
         plan, error = ask(ref, lambda admin: services.plan_reset(admin, group, topic, mode, **how))
-    return render(request, "groups/reset_plan.html", {"plan": plan, "error": error, "applied": False})
+    summary = services.plan_summary(plan, mode, how, int(time.time() * 1000)) if plan else None
+    context = {"plan": plan, "summary": summary, "error": error, "applied": False}
+    return render(request, "groups/reset_plan.html", context)
 
 
 @login_required

@@ -214,3 +214,41 @@ def test_broker_settings_page_and_group_creation(
     assert b"saved the group" in made.content and b"from-page" in made.content
     bad = personas["operator"].post(C + "groups-new/", {"name": "bad name"}, follow=True)
     assert b"is not a group name" in bad.content
+
+
+def test_a_reset_to_a_future_time_warns_that_it_skips_the_backlog_and_shows_totals(
+    on_servers: Servers, topic: str, personas: dict[str, Client]
+) -> None:
+    """Issue 15: a time in the future previewed '+N per queue' with no warning and no totals."""
+    from broker_core.client.message import Message
+    from broker_core.client.producer.producer import Producer
+
+    group = "guarded-group"
+    personas["operator"].post(
+        "/api/clusters/default/groups/", {"name": group}, content_type="application/json"
+    )
+    producer = Producer("guard-producer", on_servers.namesrv_addr).start()
+    try:
+        for i in range(6):
+            producer.send(Message(topic, b"backlog %d" % i))
+    finally:
+        producer.shutdown()
+    url = C + f"groups/{group}/reset/"
+    start = personas["operator"].post(url + "apply/", {"topic": topic, "mode": "earliest"})
+    assert b'id="reset-result"' in start.content
+    future = {"topic": topic, "mode": "timestamp", "timestamp": "2099-01-01T00:00"}
+    preview = " ".join(personas["viewer"].post(url + "preview/", future).content.decode().split())
+    backlog = sum(
+        q["maxOffset"] - q["minOffset"]
+        for q in personas["viewer"].get(f"/api/clusters/default/topics/{topic}/").json()["queues"]
+    )
+    assert backlog >= 6
+    assert "That time is in the future" in preview and f"skipping {backlog} message(s)" in preview
+    assert 'id="reset-totals"' in preview and f"({backlog} skipped)" in preview
+    earliest = " ".join(
+        personas["viewer"]
+        .post(url + "preview/", {"topic": topic, "mode": "earliest"})
+        .content.decode()
+        .split()
+    )
+    assert 'id="reset-warning"' not in earliest and 'id="reset-totals"' in earliest
