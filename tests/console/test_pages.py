@@ -252,3 +252,21 @@ def test_a_reset_to_a_future_time_warns_that_it_skips_the_backlog_and_shows_tota
         .split()
     )
     assert 'id="reset-warning"' not in earliest and 'id="reset-totals"' in earliest
+
+
+def test_the_navigation_marks_the_page_you_are_on(topic: str, personas: dict[str, Client]) -> None:
+    """Issue 15: no page was marked current."""
+    import re
+
+    def current(url: str) -> list[str]:
+        page = personas["viewer"].get(url).content.decode()
+        return re.findall(r'<a href="[^"]*" aria-current="page">([^<]+)</a>', page) + re.findall(
+            r'id="alerts-link"[^>]*aria-current="page">(Alerts)', page
+        )
+
+    assert current(C) == ["Dashboard"]
+    assert current(C + "topics/") == ["Topics"]
+    assert current(C + f"topics/{topic}/") == ["Topics"], "a topic's page is under Topics"
+    assert current(C + "groups/") == ["Groups"]
+    assert current(C + "alerts/") == ["Alerts"]
+    assert current("/maintenance/") == ["Maintenance"]
