@@ -60,6 +60,11 @@ def topic_detail(request: HttpRequest, cluster: str, topic: str) -> HttpResponse
     ref = cluster_for(request, cluster)
     answer = ask(ref, lambda admin: services.topic_detail(admin, topic))
     detail, error = answer
+    if answer.status == 404:  # the nameserver's TOPIC_NOT_EXIST, said for a person
+        error = (
+            f"There is no topic {topic!r} in this cluster. The Topics page lists those it has; "
+            "an operator can create it there."
+        )
     impact = None
     if detail is not None and allowed(request.user, cluster, "admin"):
         impact, _ = ask(ref, lambda admin: services.impact(admin, topic))

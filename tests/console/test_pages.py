@@ -270,3 +270,12 @@ def test_the_navigation_marks_the_page_you_are_on(topic: str, personas: dict[str
     assert current(C + "groups/") == ["Groups"]
     assert current(C + "alerts/") == ["Alerts"]
     assert current("/maintenance/") == ["Maintenance"]
+
+
+def test_an_unknown_topic_is_said_in_words(on_servers: Servers, personas: dict[str, Client]) -> None:
+    """Issue 15: the page showed the nameserver's refusal (GET_ROUTEINFO_BY_TOPIC: TOPIC_NOT_EXIST)."""
+    response = personas["viewer"].get(C + "topics/NoSuchTopic/")
+    text = " ".join(response.content.decode().split())
+    assert response.status_code == 404
+    assert "There is no topic &#x27;NoSuchTopic&#x27; in this cluster." in text
+    assert "TOPIC_NOT_EXIST" not in text and "GET_ROUTEINFO" not in text
