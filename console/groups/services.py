@@ -220,7 +220,7 @@ async def plan_reset(
     A group the cluster does not know is refused here as the reset itself refuses it, so a
     preview never shows a plan that cannot be carried out.
     """
-    if group not in await admin.group_list():
+    if not await group_known(admin, group):
         raise AdminError(
             f"there is no consumer group {group!r} in this cluster: check the name, or start a "
             "consumer of it (or create it) first",
@@ -263,6 +263,11 @@ async def plan_reset(
             }
         )
     return plan
+
+
+async def group_known(admin: AdminClient, group: str) -> bool:
+    """Whether the cluster knows ``group`` (a config, committed offsets or a retry topic)."""
+    return group in await admin.group_list()
 
 
 def plan_summary(plan: list[dict[str, Any]], mode: str, how: dict[str, Any], now_ms: int) -> dict[str, Any]:

@@ -75,6 +75,14 @@ def group_detail(request: HttpRequest, cluster: str, group: str) -> HttpResponse
     ref = cluster_for(request, cluster)
     answer = ask(ref, lambda admin: services.group_detail(admin, group))
     detail, error = answer
+    status = answer.status
+    known, _ = ask(ref, lambda admin: services.group_known(admin, group))
+    if known is False:  # no forms for a group that is not there: they would act on nothing
+        detail, status = None, 404
+        error = (
+            f"There is no consumer group {group!r} in this cluster. A group appears once a consumer "
+            "of it starts, or when an operator creates it on the Groups page."
+        )
     topics = sorted({q["topic"] for q in detail["queues"]}) if detail else []
     config = next(iter(detail["configs"].values()), None) if detail else None
     hours = min(168, max(1, int(request.GET["hours"]))) if request.GET.get("hours", "").isdigit() else 6
@@ -95,7 +103,7 @@ def group_detail(request: HttpRequest, cluster: str, group: str) -> HttpResponse
             monitor=GroupMonitor.objects.filter(cluster=ref.name, group=group).first(),
             errors=[error] if error else [],
         ),
-        status=answer.status,
+        status=status,
     )
 
 

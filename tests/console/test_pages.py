@@ -279,3 +279,20 @@ def test_an_unknown_topic_is_said_in_words(on_servers: Servers, personas: dict[s
     assert response.status_code == 404
     assert "There is no topic &#x27;NoSuchTopic&#x27; in this cluster." in text
     assert "TOPIC_NOT_EXIST" not in text and "GET_ROUTEINFO" not in text
+
+
+def test_an_unknown_group_is_said_in_words_and_offers_no_forms(
+    on_servers: Servers, personas: dict[str, Client]
+) -> None:
+    """Issue 15: a nonexistent group's page still offered its save forms."""
+    response = personas["operator"].get(C + "groups/no-such-group/")
+    text = " ".join(response.content.decode().split())
+    assert response.status_code == 404
+    assert "There is no consumer group &#x27;no-such-group&#x27; in this cluster." in text
+    for form in ('id="reset-form"', 'id="thresholds-form"', 'id="config-form"'):
+        assert form not in text
+    personas["operator"].post(
+        "/api/clusters/default/groups/", {"name": "known-group"}, content_type="application/json"
+    )
+    known = personas["operator"].get(C + "groups/known-group/").content.decode()
+    assert 'id="config-form"' in known and 'id="thresholds-form"' in known
