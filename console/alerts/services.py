@@ -147,23 +147,51 @@ def growth_of(cluster: str, group: str, minutes: int, live_lag: int | None, now_
     return rules.growth(series, start, slack_ms)
 
 
-def _raise(cluster: str, group: str, verdict: rules.Verdict, now: Any) -> Alert | None:
-    """Open an alert; None when another check opened it first (the constraint says so)."""
+def _open(
+    cluster: str,
+    group: str,
+    kind: str,
+    threshold: float,
+    value: float,
+    message: str,
+    now: Any,
+    on_open: dict[str, Any],
+) -> Alert | None:
+    """Open a ``kind`` alert of ``group``; when one is open already (the one-open-alert
+    constraint refuses another), update that one with ``on_open`` and return None."""
     try:
         with transaction.atomic():
             return Alert.objects.create(
                 cluster=cluster,
                 group=group,
-                kind=verdict.kind,
-                threshold=float(verdict.threshold or 0),
-                value=float(verdict.value or 0),
-                last_value=float(verdict.value or 0),
-                message=f"{group} on {cluster}: {verdict.message}",
+                kind=kind,
+                threshold=threshold,
+                value=value,
+                last_value=value,
+                message=message,
                 raised_at=now,
             )
     except IntegrityError:
-        _update(cluster, group, verdict)
+        Alert.objects.filter(cluster=cluster, group=group, kind=kind, resolved_at__isnull=True).update(
+            **on_open, updated_at=timezone.now()
+        )
         return None
+
+
+def _raise(cluster: str, group: str, verdict: rules.Verdict, now: Any) -> Alert | None:
+    """Open an alert; None when another check opened it first (that one is updated)."""
+    value, threshold = float(verdict.value or 0), float(verdict.threshold or 0)
+    message = f"{group} on {cluster}: {verdict.message}"
+    return _open(
+        cluster,
+        group,
+        verdict.kind,
+        threshold,
+        value,
+        message,
+        now,
+        {"last_value": value, "threshold": threshold, "message": message},
+    )
 
 
 def _update(cluster: str, group: str, verdict: rules.Verdict) -> None:
@@ -334,23 +362,17 @@ def new_expiry_losses(
 def _raise_expiry(cluster: str, group: str, loss: ExpiryLoss, now: Any) -> Alert | None:
     """Open the group's expiry alert, or add ``loss`` to the one open (None then)."""
     message = loss.describe(group, cluster)
-    try:
-        with transaction.atomic():
-            return Alert.objects.create(
-                cluster=cluster,
-                group=group,
-                kind=Alert.EXPIRED,
-                threshold=0.0,
-                value=float(loss.messages),
-                last_value=float(loss.messages),
-                message=message,
-                raised_at=now,
-            )
-    except IntegrityError:
-        Alert.objects.filter(
-            cluster=cluster, group=group, kind=Alert.EXPIRED, resolved_at__isnull=True
-        ).update(last_value=F("last_value") + loss.messages, message=message, updated_at=timezone.now())
-        return None
+    value = float(loss.messages)
+    return _open(
+        cluster,
+        group,
+        Alert.EXPIRED,
+        0.0,
+        value,
+        message,
+        now,
+        {"last_value": F("last_value") + loss.messages, "message": message},
+    )
 
 
 def _still_behind(snapshots: list[Any]) -> set[str] | None:
