@@ -226,7 +226,8 @@ class AclWhiteList(ClusterAPIView):
 class Traffic(ClusterAPIView):
     """GET ``?date=YYYY-MM-DD`` (default today, UTC) ``&by=broker|topic`` ``&topic=``: messages
     put per minute that day, from the offset history (RocketMQ Dashboard's broker and topic
-    charts).  ``top`` lists the topics with the most messages that day."""
+    charts).  ``top`` lists the topics with the most messages that day; ``asOf`` is when the
+    newest snapshot read was taken (epoch ms; null when the day has none)."""
 
     @documented("Messages per minute over a day, per broker or per topic")
     def get(self, request: Request, cluster: str) -> Response:
@@ -240,16 +241,15 @@ class Traffic(ClusterAPIView):
             raise AdminError("by is broker or topic")
         topic = request.query_params.get("topic") or None
         self.cluster  # noqa: B018 (a cluster that does not exist is a 404)
-        series = traffic.puts_per_minute(
+        traffic_day = traffic.puts_day(
             settings.QUIVER["HISTORY_DIR"], day, cluster=cluster, topic=topic, by=by
         )
-        totals = {name: sum(n for _, n in points) for name, points in series.items()}
-        top = sorted(totals.items(), key=lambda item: -item[1])[:10]
         return Response(
             {
                 "date": day.isoformat(),
                 "by": by,
-                "series": series,
-                "top": [{"name": n, "messages": c} for n, c in top],
+                "asOf": traffic_day.as_of_ms,
+                "series": traffic_day.series,
+                "top": [{"name": n, "messages": c} for n, c in traffic_day.top()],
             }
         )

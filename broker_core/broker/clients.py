@@ -239,6 +239,10 @@ class ClientTables:
                 return client.message_model
         return members[-1].message_model if members else None
 
+    def has_consumer_on(self, group: str, conn: Any) -> bool:
+        """Whether a member of ``group`` is registered on the connection ``conn``."""
+        return any(client.conn is conn for client in self.consumers.get(group, {}).values())
+
     def subscription(self, group: str, topic: str) -> Subscription | None:
         for client in self.consumers.get(group, {}).values():
             sub = client.subscriptions.get(topic)

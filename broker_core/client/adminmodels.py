@@ -454,7 +454,10 @@ class OffsetSnapshot:
     """One broker's offsets and traffic totals at one instant (QUIVER_GET_OFFSET_SNAPSHOT).
 
     ``topic_puts`` and ``group_gets`` count from ``boot_timestamp``: a later snapshot with
-    another boot time started counting again.
+    another boot time started counting again.  ``topic_puts_morning`` and
+    ``group_gets_morning`` are those totals when the day (UTC) began (a counter missing
+    from them began today: 0), so the first snapshot a reader sees still dates what came
+    before it; ``None`` when the broker does not report them.
     """
 
     broker_name: str
@@ -465,6 +468,12 @@ class OffsetSnapshot:
     group_gets: Mapping[tuple[str, str], int]
     # Groups with clients connected to this broker: group -> {clients, messageModel, consumeType, consumeTps}.
     online_groups: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    topic_puts_morning: Mapping[str, int] | None = None
+    group_gets_morning: Mapping[tuple[str, str], int] | None = None
+    # (producer group, topic) -> messages that group had stored, and the same at the
+    # day's start (``producerPuts``; empty from a broker that does not count them)
+    producer_puts: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    producer_puts_morning: Mapping[tuple[str, str], int] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> OffsetSnapshot:
@@ -481,6 +490,7 @@ class OffsetSnapshot:
             for q in obj.get("queues") or []
         )
         gets = {(str(g["group"]), str(g["topic"])): int(g["total"]) for g in obj.get("groupGets") or []}
+        produced = obj.get("producerPuts") or []
         return cls(
             str(obj.get("brokerName") or ""),
             int(obj["timestampMs"]),
@@ -489,6 +499,17 @@ class OffsetSnapshot:
             {str(t): int(n) for t, n in (obj.get("topicPuts") or {}).items()},
             gets,
             {str(g["group"]): dict(g) for g in obj.get("onlineGroups") or []},
+            None
+            if obj.get("topicPutsMorning") is None
+            else {str(t): int(n) for t, n in obj["topicPutsMorning"].items()},
+            None
+            if obj.get("topicPutsMorning") is None
+            else {
+                (str(g["group"]), str(g["topic"])): int(g.get("morning") or 0)
+                for g in obj.get("groupGets") or []
+            },
+            {(str(p["group"]), str(p["topic"])): int(p["total"]) for p in produced},
+            {(str(p["group"]), str(p["topic"])): int(p.get("morning") or 0) for p in produced},
         )
 
 

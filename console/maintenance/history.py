@@ -9,12 +9,16 @@ directory (``QUIVER_HISTORY_DIR``, ``<data dir>/history`` by default)::
                                               queue_id, consumer_offset, broker_offset,
                                               min_offset, store_timestamp
     counters/date=YYYY-MM-DD/<broker>.jsonl   ts, cluster, broker, broker_addr, boot_timestamp,
-                                              kind (put|get), topic, group, total
+                                              kind (put|get|produce), topic, group,
+                                              total, morning
 
 ``date=`` directories are what Spark's partition discovery reads as a column.  Times are
-epoch milliseconds, dates UTC.  Only the run holding a broker's overlap lock writes that
-broker's file, and each snapshot goes out in one ``write``, so lines never interleave; a
-crash can leave at most a torn last line, which readers skip as malformed.
+epoch milliseconds, dates UTC.  A counter's ``total`` runs from the broker's boot and its
+``morning`` is what it had counted when the UTC day began, so a day's first row still says
+how much of the total came that day (``counter_baseline``).  Only the run holding a
+broker's overlap lock writes that broker's file, and each snapshot goes out in one
+``write``, so lines never interleave; a crash can leave at most a torn last line, which
+readers skip as malformed.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ def snapshot_rows(
         }
         for row in snapshot.queues
     ]
+    put_mornings, get_mornings = snapshot.topic_puts_morning, snapshot.group_gets_morning
     counters = [
         {
             **base,
@@ -71,6 +76,7 @@ def snapshot_rows(
             "topic": topic,
             "group": None,
             "total": n,
+            **({} if put_mornings is None else {"morning": put_mornings.get(topic, 0)}),
         }
         for topic, n in snapshot.topic_puts.items()
     ]
@@ -82,10 +88,35 @@ def snapshot_rows(
             "topic": topic,
             "group": group,
             "total": n,
+            **({} if get_mornings is None else {"morning": get_mornings.get((group, topic), 0)}),
         }
         for (group, topic), n in snapshot.group_gets.items()
     ]
+    # What each producer group had stored per topic (the message log does not say).
+    counters += [
+        {
+            **base,
+            "boot_timestamp": snapshot.boot_timestamp,
+            "kind": "produce",
+            "topic": topic,
+            "group": group,
+            "total": n,
+            "morning": snapshot.producer_puts_morning.get((group, topic), 0),
+        }
+        for (group, topic), n in snapshot.producer_puts.items()
+    ]
     return offsets, counters
+
+
+def counter_baseline(row: dict[str, Any], day: dt.date) -> int | None:
+    """What a counter had counted before ``day`` began, for the first row of its series that
+    day: its ``morning``; for rows without one (a broker that does not report it), 0 when
+    the broker booted that day (everything it counted came that day), else unknown (``None``:
+    the row is only a baseline for the next)."""
+    if "morning" in row:
+        return int(row["morning"] or 0)
+    day_start_ms = int(dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC).timestamp() * 1000)
+    return 0 if int(row.get("boot_timestamp") or 0) >= day_start_ms else None
 
 
 def _append(path: Path, rows: list[dict[str, Any]]) -> None:

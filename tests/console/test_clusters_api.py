@@ -222,3 +222,49 @@ def test_traffic_per_minute_comes_from_the_offset_history(
     per_broker = personas["viewer"].get("/api/clusters/default/traffic/?date=2026-11-20").json()["series"]
     assert per_broker == {"broker-a": [[t0, 35], [t0 + 60_000, 21]]}
     assert personas["viewer"].get("/api/clusters/default/traffic/?date=someday").status_code == 400
+
+
+def test_what_came_before_the_first_snapshot_of_the_day_is_counted(
+    on_servers: Servers, personas: dict[str, Client], settings: object, tmp_path: object
+) -> None:
+    """A topic's first burst before the platform's first snapshot is not lost: the broker
+    reports each counter's total when the day began (its morning), and a broker that booted
+    that day counted everything that day."""
+    import datetime as dt
+
+    from broker_core.client.adminmodels import OffsetSnapshot
+    from console.maintenance import history
+
+    settings.QUIVER = {**settings.QUIVER, "HISTORY_DIR": tmp_path}  # type: ignore[attr-defined]
+    t0 = int(dt.datetime(2026, 11, 21, 10, 0, tzinfo=dt.UTC).timestamp() * 1000)
+    midnight = int(dt.datetime(2026, 11, 21, tzinfo=dt.UTC).timestamp() * 1000)
+    rows = [
+        # booted yesterday; Orders had 900 at midnight, 1,000 at the first snapshot (100 today)
+        (
+            "broker-a",
+            {
+                "brokerName": "broker-a",
+                "bootTimestamp": 5,
+                "topicPuts": {"Orders": 1000, "%DLQ%g": 30},
+                "topicPutsMorning": {"Orders": 900},
+            },
+        ),
+        # booted today, from a broker that does not report mornings: all of its 40 came today
+        ("broker-b", {"brokerName": "broker-b", "bootTimestamp": midnight + 1, "topicPuts": {"Orders": 40}}),
+        # booted yesterday, no morning reported: unknown, only a baseline for the next row
+        ("broker-c", {"brokerName": "broker-c", "bootTimestamp": 5, "topicPuts": {"Orders": 70}}),
+    ]
+    for ts in (t0, t0 + 60_000):
+        for addr, body in rows:
+            grown = {t: n + (ts - t0) // 60_000 for t, n in body["topicPuts"].items()}  # +1 a minute
+            snapshot = OffsetSnapshot.from_json(
+                {**body, "timestampMs": ts, "queues": [], "groupGets": [], "topicPuts": grown}
+            )
+            history.append_snapshot(tmp_path, snapshot, "default", addr)  # type: ignore[arg-type]
+    body = personas["viewer"].get("/api/clusters/default/traffic/?date=2026-11-21&by=topic").json()
+    assert body["series"]["Orders"] == [[t0, 100 + 40], [t0 + 60_000, 3]]
+    assert body["series"]["%DLQ%g"] == [
+        [t0, 30],
+        [t0 + 60_000, 1],
+    ]  # a counter missing from the morning began today
+    assert body["asOf"] == t0 + 60_000

@@ -380,3 +380,24 @@ async def test_compressed_bodies_and_tag_filtering_in_big_listener_batches(
     expected = {(big + b"%d" % i) if i % 3 == 0 else f"m-{i}".encode() for i in range(0, 12, 2)}
     assert collector.bodies() == Counter(expected)
     assert all(not m.sys_flag & COMPRESSED_FLAG for m in collector.got)
+
+
+async def test_a_pull_held_when_its_consumer_leaves_hands_nothing_to_the_group(
+    cluster: tuple[NamesrvServer, BrokerController],
+) -> None:
+    """A consumer's long-polling pulls are held at the broker when it shuts down; messages
+    arriving afterwards wake them.  They must not be read for (nor counted as handed to) a
+    group member that is gone: the group's figures would say it consumed them."""
+    ns, broker = cluster
+    produce(broker, 8)
+    collector = Collector()
+    push = consumer(ns, collector)
+    await asyncio.to_thread(push.start)
+    try:
+        await until(lambda: sum(collector.bodies().values()) >= 8)
+        await asyncio.sleep(0.5)  # every queue's next pull is held, waiting for news
+    finally:
+        await asyncio.to_thread(push.shutdown)
+    produce(broker, 4)
+    await asyncio.sleep(1.0)  # the held pulls wake for the new messages
+    assert broker.stats.totals().gets == {("push-group", TOPIC): 8}

@@ -183,7 +183,14 @@ class PullProcessor:
             and header.sys_flag & FLAG_SUSPEND
             and header.queue_offset == result.next_begin_offset
         ):
+            member = self.broker.clients.has_consumer_on(header.group, conn)
             await self._hold(header)
+            if getattr(conn, "closed", False) or (
+                member and not self.broker.clients.has_consumer_on(header.group, conn)
+            ):
+                # The consumer went away (closed, or unregistered at its shutdown) while its
+                # pull was held: nothing is read for it, nor counted as handed to its group.
+                return self._result_reply(request, header, result)
             result = store.get_message(
                 header.topic, header.queue_id, header.queue_offset, header.max_msg_nums, codes
             )

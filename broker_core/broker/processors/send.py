@@ -267,7 +267,7 @@ class SendProcessor:
                 born_host=born_host,
                 properties=decode_properties(header.properties),
             )
-            return store.append_batch(batch, waiter="async")
+            return self._counted(header, store.append_batch(batch, waiter="async"))
         msg = MessageInner(
             header.topic,
             queue_id,
@@ -282,7 +282,14 @@ class SendProcessor:
         )
         if is_prepared(header.sys_flag):
             to_half(msg)  # a transaction's half message: invisible until END_TRANSACTION
-        return store.append(msg, waiter="async")
+        return self._counted(header, store.append(msg, waiter="async"))
+
+    def _counted(self, header: SendHeader, result: PutMessageResult) -> PutMessageResult:
+        """Count what the producer's group had stored (the broker's only record of which
+        producer groups send to a topic); a refusal counts nothing."""
+        if result.status.ok:
+            self.broker.stats.record_produce(header.producer_group, header.topic, result.msg_count or 1)
+        return result
 
     def _inflate_batch(self, body: bytes) -> bytes:
         """The batch body a client zlib-compressed as a whole (sysFlag bit 0).

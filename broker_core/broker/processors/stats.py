@@ -113,6 +113,9 @@ class StatsProcessor:
         message at the committed offset was stored (0 when the group has caught up), so a
         reader can tell lag in time as well as in messages.  Counters run from
         ``bootTimestamp``: a reader taking deltas sees a restart as a new boot time.
+        ``topicPutsMorning`` and each get's ``morning`` are the totals when today (UTC)
+        began, so a reader's first sample of the day still tells what came before it.
+        ``producerPuts`` counts what each producer group had stored per topic.
         ``onlineGroups`` lists the groups with clients connected here (count, model, TPS).
         """
         store = self._store
@@ -138,7 +141,7 @@ class StatsProcessor:
                         "storeTimestamp": max(0, stored_at),
                     }
                 )
-        puts, gets = self.broker.stats.totals()
+        totals = self.broker.stats.totals()
         clients = self.broker.clients
         online = []
         for group in sorted(clients.consumer_groups()):
@@ -160,10 +163,25 @@ class StatsProcessor:
             "bootTimestamp": self.broker.boot_timestamp,
             "queues": queues,
             "onlineGroups": online,
-            "topicPuts": dict(sorted(puts.items())),
+            "topicPuts": dict(sorted(totals.puts.items())),
+            "topicPutsMorning": dict(sorted(totals.puts_morning.items())),
             "groupGets": [
-                {"group": group, "topic": topic, "total": total}
-                for (group, topic), total in sorted(gets.items())
+                {
+                    "group": group,
+                    "topic": topic,
+                    "total": total,
+                    "morning": totals.gets_morning.get((group, topic), 0),
+                }
+                for (group, topic), total in sorted(totals.gets.items())
+            ],
+            "producerPuts": [
+                {
+                    "group": group,
+                    "topic": topic,
+                    "total": total,
+                    "morning": totals.produced_morning.get((group, topic), 0),
+                }
+                for (group, topic), total in sorted(totals.produced.items())
             ],
         }
         return request.response(body=orjson.dumps(body))

@@ -55,3 +55,22 @@ def test_the_day_rolls_over_when_asked_on_a_new_day() -> None:
     day[0] = date(2026, 1, 3)
     stats.roll_day()
     assert stats.put_total_yesterday_morning == 7 and stats.put_total_today_morning == 9
+
+
+def test_each_counter_keeps_what_it_had_counted_when_the_day_began() -> None:
+    day = [date(2026, 1, 1)]
+    stats = BrokerStats(monotonic_s=lambda: 0.0, today=lambda: day[0])
+    stats.on_arrival({("Old", 0): 7})
+    stats.record_get("g", "Old", 3)
+    totals = stats.totals()
+    assert totals.puts == {"Old": 7} and totals.puts_morning == {} and totals.gets_morning == {}
+    day[0] = date(2026, 1, 2)
+    stats.on_arrival({("Old", 0): 2, ("New", 1): 5})
+    stats.record_get("g", "Old", 1)
+    totals = stats.totals()  # reading rolls the day first: what came before counts as morning
+    assert totals.puts == {"Old": 9, "New": 5}
+    # The roll happened at the read, after the new day's traffic: the morning is the total
+    # then.  The broker's housekeeping timer rolls within a minute of midnight, before most.
+    assert totals.puts_morning == {"Old": 9, "New": 5} and totals.gets_morning == {("g", "Old"): 4}
+    stats.forget_topic("Old")
+    assert "Old" not in stats.totals().puts_morning
