@@ -1,5 +1,5 @@
-"""REST endpoints of the DLQ: browse a group's dead letters, export them, and re-publish
-them to their original topic as a long task the client then follows."""
+"""REST endpoints of the DLQ: the cluster's overview of dead letters, browse a group's, export
+them, and re-publish them to their original topic as a long task the client then follows."""
 
 from __future__ import annotations
 
@@ -16,43 +16,46 @@ from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
 from broker_core.errors import AdminError
+from broker_core.topics import dlq_topic
 from console.audit.services import audited
 from console.core.access import allowed
 from console.core.apiviews import ClusterAPIView, documented, query_int
 from console.core.brokers import admin_call
-from console.core.longtasks import launch
-from console.dlq import services
+from console.dlq import resends, services
 from console.dlq.serializers import GroupResendRequest, ResendRequest
-from console.dlq.tasks import long_resend_dlq
 from nameserver.clusters import ClusterRef, find_cluster
 
 
-def start_resend(request: Request, cluster: ClusterRef, group: str, ids: list[str], target: str) -> Response:
-    """Validate the target topic (when one is named), queue the resend, answer 202 with the task."""
+def start_resend(
+    request: Request, cluster: ClusterRef, group: str, ids: list[str], target: str, every: bool = False
+) -> Response:
+    """Validate the target topic (when one is named), queue the resend of ``ids`` (or with
+    ``every``, of all the group's stored dead letters), answer 202 with the task."""
     if target:
         admin_call(
             cluster.namesrv_addr, lambda admin: admin.topic_route(target)
         )  # 404 when it does not exist
-    ids = list(dict.fromkeys(ids))  # each message once, in the order given
-    params = {"namesrv_addr": cluster.namesrv_addr, "group": group, "msg_ids": ids, "target_topic": target}
-    title = (
-        f"Resend {len(ids)} dead letter(s) of {group} to {target or 'their original topic'} ({cluster.name})"
-    )
-    with audited(request, "dlq.resend", cluster.name, group) as audit:
-        try:
-            row = launch(long_resend_dlq, "dlq_resend", title, request.user, params)
-        except (RedisError, OSError) as exc:
-            audit.after = {"queued": False}
-            return Response(
-                {"error": "queue_unavailable", "detail": f"the task could not be queued: {exc}"}, status=503
-            )
-        audit.after = {"task": str(row.id), "messages": len(ids), "target": target or "original"}
+    topic, spans = dlq_topic(group), None
+    if every:
+        stats = admin_call(cluster.namesrv_addr, lambda admin: services.stats_or_none(admin, topic))
+        spans = services.spans_of(stats) if stats is not None else []
+        if not spans:
+            detail = f"{group} has no dead letters to resend ({topic} stores none)"
+            return Response({"error": "nothing_to_resend", "detail": detail}, status=status.HTTP_409_CONFLICT)
+    try:
+        row = resends.queue_resend(request, cluster, group, target, ids=ids, topic=topic, spans=spans)
+    except (RedisError, OSError) as exc:
+        return Response(
+            {"error": "queue_unavailable", "detail": f"the task could not be queued: {exc}"}, status=503
+        )
     url = reverse("core:api-task", args=[row.id], request=request)
-    return Response({"taskId": str(row.id), "url": url}, status=status.HTTP_202_ACCEPTED)
+    count = services.span_count(spans) if spans else len(set(ids))
+    return Response({"taskId": str(row.id), "url": url, "messages": count}, status=status.HTTP_202_ACCEPTED)
 
 
 class Resend(APIView):
-    """POST {group, msgIds, cluster?, targetTopic?} (staff): queue the resend; 202 with the task."""
+    """POST {group, msgIds | all: true, cluster?, targetTopic?} (staff): queue the resend; 202
+    with the task."""
 
     permission_classes = [IsAdminUser]
 
@@ -65,34 +68,56 @@ class Resend(APIView):
             cluster = find_cluster(data["cluster"])
         except LookupError as exc:
             return Response({"error": "not_found", "detail": str(exc)}, status=status.HTTP_404_NOT_FOUND)
-        return start_resend(request, cluster, data["group"], data["msgIds"], data.get("targetTopic", ""))
+        target = data.get("targetTopic", "")
+        return start_resend(request, cluster, data["group"], data.get("msgIds", []), target, data["all"])
 
 
 class GroupDlqResend(ClusterAPIView):
-    """POST ``{msgIds, targetTopic?}``: re-publish the group's dead letters (operators)."""
+    """POST ``{msgIds | all: true, targetTopic?}``: re-publish the group's dead letters, the
+    ones named or every one stored now (operators)."""
 
     @documented("Resend a group's dead letters (a long task)", request=GroupResendRequest)
     def post(self, request: Request, cluster: str, group: str) -> Response:
         form = GroupResendRequest(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
-        return start_resend(request, self.cluster, group, data["msgIds"], data.get("targetTopic", ""))
+        target = data.get("targetTopic", "")
+        return start_resend(request, self.cluster, group, data.get("msgIds", []), target, data["all"])
+
+
+class DlqOverview(ClusterAPIView):
+    """GET: every group with a dead-letter topic, its stored dead letters (the broker's
+    offsets) and when the oldest and newest were stored; most dead letters first."""
+
+    @documented("Dead letters of every group")
+    def get(self, request: Request, cluster: str) -> Response:
+        return Response(self.admin(services.overview))
 
 
 class GroupDlq(ClusterAPIView):
-    """GET: a page of the group's dead letters (``?kind=retry`` for its retry queue), with
-    ``begin``/``end`` (epoch ms, default the last 3 days), ``cursor``, ``limit``, ``tag``, ``key``."""
+    """GET: a page of the group's dead letters (``?kind=retry`` for its retry queue).
+
+    With ``?page=N`` (from 1, ``size`` per page, default 100): the Nth page of everything
+    stored, with ``total``, the positions shown (``first``/``last``) and ``pages``.
+    Otherwise by time: ``begin``/``end`` (epoch ms, default the last 3 days), ``cursor``,
+    ``limit``.  Both narrow by ``tag`` and ``key``."""
 
     @documented("Browse a group's DLQ or retry messages")
     def get(self, request: Request, cluster: str, group: str) -> Response:
         kind = request.query_params.get("kind", "dlq")
         if kind not in ("dlq", "retry"):
             raise AdminError("kind is dlq or retry")
+        tag, key = request.query_params.get("tag", ""), request.query_params.get("key", "")
+        if request.query_params.get("page"):
+            number = query_int(request, "page", 1)
+            size = max(1, min(500, query_int(request, "size", services.PAGE_SIZE)))
+            return Response(
+                self.admin(lambda admin: services.page_of(admin, group, kind, number, tag, key, size))
+            )
         now = int(time.time() * 1000)
         begin = query_int(request, "begin", now - 3 * 86_400_000)
         end = query_int(request, "end", now)
         limit = max(1, min(500, query_int(request, "limit", 50)))
-        tag, key = request.query_params.get("tag", ""), request.query_params.get("key", "")
         cursor = request.query_params.get("cursor") or None
         page = self.admin(
             lambda admin: services.browse(admin, group, kind, begin, end, limit, cursor, tag, key)

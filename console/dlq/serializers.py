@@ -2,22 +2,36 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 MAX_RESEND = 10_000
 
 
 class GroupResendRequest(serializers.Serializer):
-    """Dead letters (offset msgIds) to re-publish, to their original topic or ``targetTopic``."""
+    """Dead letters to re-publish, to their original topic or ``targetTopic``: the offset
+    ``msgIds`` named, or with ``all`` every one the DLQ stores now (at most MAX_RESEND, the
+    oldest first)."""
 
     targetTopic = serializers.RegexField(r"^[a-zA-Z0-9_-]{1,127}$", required=False)  # noqa: N815
     msgIds = serializers.ListField(  # noqa: N815 (the API's field name)
         child=serializers.RegexField(
             r"^[0-9A-Fa-f]{32}$", error_messages={"invalid": "not a 32-hex-digit msgId"}
         ),
-        min_length=1,
+        required=False,
         max_length=MAX_RESEND,
     )
+    all = serializers.BooleanField(required=False, default=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs["all"] and attrs.get("msgIds"):
+            raise serializers.ValidationError("name msgIds or set all, not both")
+        if not attrs["all"] and not attrs.get("msgIds"):
+            raise serializers.ValidationError(
+                {"msgIds": "name at least one message (or set all to resend every stored one)"}
+            )
+        return attrs
 
 
 class ResendRequest(GroupResendRequest):

@@ -9,6 +9,7 @@ from celery import Task, shared_task
 from broker_core.errors import AdminError
 from console.core.brokers import admin_call
 from console.core.longtasks import Progress
+from console.dlq import services
 
 
 @shared_task(bind=True, name="console.dlq.tasks.long_resend_dlq", ignore_result=False, track_started=True)
@@ -19,13 +20,29 @@ def long_resend_dlq(
     msg_ids: list[str],
     target_topic: str = "",
     long_task_id: str = "",
+    topic: str = "",
+    spans: list[list[Any]] | None = None,
 ) -> dict[str, Any]:
     """Re-publish ``msg_ids`` (offset msgIds of ``group``'s dead letters) to their original
     topic (or ``target_topic``), one at a time: no consumer needs to be online.
 
+    With ``spans`` (``[broker, queueId, first, stop]`` of ``topic``: "select all"), the
+    messages stored there are resent instead, the ones the person saw counted: the task
+    first reads their ids, then goes on exactly as for chosen ones.
+
     Each message succeeds or fails on its own; the result lists every outcome.
     """
-    progress = Progress(self, len(msg_ids), f"resending {len(msg_ids)} message(s) of {group}")
+    if spans:
+        progress = Progress(
+            self,
+            services.span_count(spans),
+            f"finding the {services.span_count(spans):,} messages of {group}",
+        )
+        msg_ids = admin_call(namesrv_addr, lambda admin: services.ids_in(admin, topic, spans))
+        progress.total = len(msg_ids)
+        progress.note = f"resending {len(msg_ids)} message(s) of {group}"
+    else:
+        progress = Progress(self, len(msg_ids), f"resending {len(msg_ids)} message(s) of {group}")
     outcomes = []
     for msg_id in msg_ids:
         try:

@@ -1,4 +1,4 @@
-"""Route the DLQ page and endpoints."""
+"""Route the DLQ pages (the overview, a group's) and endpoints."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ app_name = "dlq"
 
 group = "api/clusters/<slug:cluster>/groups/<str:group>/dlq/"
 urlpatterns = [
+    path("clusters/<slug:cluster>/dlq/", views.overview, name="overview"),
+    path("api/clusters/<slug:cluster>/dlq/", api.DlqOverview.as_view(), name="api-overview"),
     path("clusters/<slug:cluster>/groups/<str:group>/dlq/", views.group_dlq, name="group"),
     path("clusters/<slug:cluster>/groups/<str:group>/dlq/resend/", views.resend, name="resend"),
     path("api/dlq/resend/", api.Resend.as_view(), name="api-resend"),
