@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -12,9 +14,11 @@ from broker_core.client.admin import DEFAULT_QUERY_MAX_NUM
 from broker_core.errors import AdminError
 from console.audit.services import audited
 from console.core.apiviews import ClusterAPIView, documented
-from console.messages import services, trace
+from console.messages import search, services, trace
+from console.messages.times import parse_time
 
 MAX_PAGE = 500
+HOUR_MS = 3_600_000
 
 
 def _int_param(request: Request, name: str, default: int | None = None) -> int:
@@ -29,19 +33,59 @@ def _int_param(request: Request, name: str, default: int | None = None) -> int:
         raise AdminError(f"{name} must be an integer, not {raw!r}") from None
 
 
-class TopicMessages(ClusterAPIView):
-    """GET ``?begin=&end=`` (epoch ms; default the last hour) ``&limit=`` (up to 500) or
-    ``?cursor=`` for the next page: messages with scan progress and an explicit ``truncated``."""
+def _time_param(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    return default if raw in (None, "") else parse_time(str(raw), name)
 
-    @documented("Browse a topic's messages by time (cursor paging)")
+
+class TopicMessages(ClusterAPIView):
+    """GET ``?begin=&end=`` (epoch ms or ISO 8601, UTC unless an offset is given; default the
+    last hour) ``&tags=`` (``A || B``) ``&limit=`` (up to 500), or ``?cursor=`` for the next
+    page: messages newest first, merged across the topic's queues, with scan progress and
+    an explicit ``truncated``."""
+
+    @extend_schema(
+        summary="Browse a topic's messages by time and tag, newest first (cursor paging)",
+        parameters=[
+            OpenApiParameter("begin", str, description="from: epoch ms or ISO 8601 (UTC); default 1 h ago"),
+            OpenApiParameter("end", str, description="to: epoch ms or ISO 8601 (UTC); default now"),
+            OpenApiParameter("tags", str, description="only these tags: 'A' or 'A || B'"),
+            OpenApiParameter("limit", int, description="messages per page, 1 to 500 (default 50)"),
+            OpenApiParameter("cursor", str, description="the previous page's cursor: the next (older) page"),
+        ],
+        responses=OpenApiTypes.OBJECT,
+    )
     def get(self, request: Request, cluster: str, topic: str) -> Response:
         now = int(time.time() * 1000)
         limit = max(1, min(MAX_PAGE, _int_param(request, "limit", 50)))
         cursor = request.query_params.get("cursor") or None
-        begin = _int_param(request, "begin", now - 3_600_000)
-        end = _int_param(request, "end", now)
-        page = self.admin(lambda admin: services.browse(admin, topic, begin, end, limit, cursor))
+        begin = _time_param(request, "begin", now - HOUR_MS)
+        end = _time_param(request, "end", now)
+        tags = request.query_params.get("tags") or None
+        page = self.admin(lambda admin: services.browse(admin, topic, begin, end, limit, cursor, tags=tags))
         return Response(page)
+
+
+class MessageSearch(ClusterAPIView):
+    """GET ``?q=`` (``&topic=``): find a message from any id or key a person has: the
+    broker's offset message id, the client's message id (UNIQ_KEY, what producers log) or a
+    key.  Without a topic, every topic of the cluster is searched (bounded; the answer says
+    how many).  Nothing found is a 200 with no messages, saying what was searched and what
+    to try; text that cannot be an id or a key is a 400 saying why."""
+
+    @extend_schema(
+        summary="Find messages by offset id, client id (UNIQ_KEY) or key, in one topic or all",
+        parameters=[
+            OpenApiParameter("q", str, required=True, description="an offset msgId, a client msgId or a key"),
+            OpenApiParameter("topic", str, description="search only this topic (default: every topic)"),
+        ],
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request: Request, cluster: str) -> Response:
+        text = request.query_params.get("q", "")
+        topic = request.query_params.get("topic") or None
+        found = self.admin(lambda admin: search.run(admin, text, topic))
+        return Response(search.as_json(found))
 
 
 class MessagesByKey(ClusterAPIView):
@@ -63,8 +107,9 @@ class MessagesByKey(ClusterAPIView):
 
 
 class MessageDetail(ClusterAPIView):
-    """GET: one message (offset msgId, or client msgId with ``?topic=``): properties, body as
-    text / JSON / hex (``?charset=``), and which groups consumed it."""
+    """GET: one message by its offset msgId or its client msgId (UNIQ_KEY; ``?topic=``
+    narrows the search, every topic is searched without it): properties, body as text /
+    JSON / hex (``?charset=``), and which groups consumed it."""
 
     @documented("One message, its body views and its consumption by group")
     def get(self, request: Request, cluster: str, msg_id: str) -> Response:
@@ -72,7 +117,7 @@ class MessageDetail(ClusterAPIView):
         charset = request.query_params.get("charset", "utf-8")
 
         async def look(admin):  # type: ignore[no-untyped-def]
-            msg = await services.find(admin, msg_id, topic)
+            msg = await search.find(admin, msg_id, topic)
             track = await admin.message_track(msg.msg_id)
             return msg, track
 

@@ -1,7 +1,8 @@
 """Live tail of a topic over a websocket: new messages as they are stored.
 
-``/ws/clusters/<cluster>/topics/<topic>/tail/`` starts at the end of every queue and, once
-a second, sends the messages stored since (at most 200 a second; beyond that it says how
+``/ws/clusters/<cluster>/topics/<topic>/tail/`` starts at the end of every queue, says
+``{"ready": true}`` once it has read those ends (everything stored after that is shown), and
+once a second sends the messages stored since (at most 200 a second; beyond that it says how
 many it skipped, never silently).  Reading uses tool pulls: no group's offsets move.
 """
 
@@ -13,7 +14,7 @@ from typing import Any
 from broker_core.client.admin import AdminClient
 from broker_core.messagequeue import MessageQueue
 from console.core.brokers import admin_call
-from console.core.sockets import ClusterSocket
+from console.core.sockets import NO_CHANNEL_LAYER, ClusterSocket
 from console.messages.services import summary
 
 INTERVAL_S = 1.0
@@ -60,6 +61,8 @@ async def read_new(
 class TopicTail(ClusterSocket):
     """``/ws/clusters/<cluster>/topics/<topic>/tail/``: signed-in users who may view the cluster."""
 
+    channel_layer_alias = NO_CHANNEL_LAYER  # reads the brokers only: Redis plays no part
+
     async def start(self) -> bool:
         self.topic = self.scope["url_route"]["kwargs"]["topic"]
         try:
@@ -70,6 +73,7 @@ class TopicTail(ClusterSocket):
             await self.send_json({"error": str(exc)})
             await self.close(code=4404)
             return False
+        await self.send_json({"ready": True})
         return True
 
     async def tick(self) -> None:
