@@ -13,22 +13,17 @@ from django.views.decorators.http import require_GET
 from redis.exceptions import RedisError
 
 from console.audit.services import audited
-from console.core.access import allowed
 from console.core.pages import ask, cluster_for, context
 from console.groups import services as groups
 from console.maintenance.services import job_overview
 from nameserver import services, traffic
-from nameserver.clusters import managed_clusters
 
 
 @login_required
 @require_GET
 def clusters(request: HttpRequest) -> HttpResponse:
-    """The first cluster the user may see (the console's start page)."""
-    for cluster in managed_clusters():
-        if allowed(request.user, cluster.name, "view"):
-            return redirect("nameserver:dashboard", cluster=cluster.name)
-    return render(request, "nameserver/no_access.html", status=403)
+    """The list of clusters is the home page's overview (each with its figures): go there."""
+    return redirect("core:home")
 
 
 @login_required
@@ -44,8 +39,7 @@ def dashboard(request: HttpRequest, cluster: str) -> HttpResponse:
         top = sorted((r for r in rows if r["lag"]), key=lambda r: -r["lag"])[:10]
     schedule, schedule_error = ask(ref, services.schedule_rows)
     today = dt.datetime.now(dt.UTC).date()
-    per_topic = traffic.puts_per_minute(settings.QUIVER["HISTORY_DIR"], today, cluster=ref.name, by="topic")
-    top_topics = sorted(((sum(n for _, n in p), t) for t, p in per_topic.items()), reverse=True)[:10]
+    traffic_day = traffic.puts_day(settings.QUIVER["HISTORY_DIR"], today, cluster=ref.name, by="topic")
     try:
         recent, jobs_error = job_overview(limit=10)["recent"], ""
     except RedisError as exc:
@@ -59,7 +53,9 @@ def dashboard(request: HttpRequest, cluster: str) -> HttpResponse:
             brokers=brokers or [],
             checks=checks or [],
             top_groups=top,
-            top_topics=[{"topic": t, "messages": n} for n, t in top_topics],
+            top_topics=[{"topic": t, "messages": n} for t, n in traffic_day.top()],
+            traffic_as_of=traffic_day.as_of_ms,
+            persist_seconds=settings.QUIVER["OFFSET_PERSIST_SECONDS"],
             schedule=(schedule or {}).get("brokers", []),
             recent_runs=recent,
             errors=[e for e in (broker_error, health_error, group_error, schedule_error, jobs_error) if e],

@@ -29,6 +29,10 @@ class AuditEntry(models.Model):
         ordering = ["-at", "-id"]
 
     def to_json(self) -> dict[str, object]:
+        """The row for the API: ``before`` and ``after`` as JSON values (old rows that hold the
+        Python text of a dict are read back into the object)."""
+        from console.audit.diffs import decoded
+
         return {
             "id": self.id,
             "at": self.at.isoformat(),
@@ -36,8 +40,8 @@ class AuditEntry(models.Model):
             "action": self.action,
             "cluster": self.cluster,
             "target": self.target,
-            "before": self.before,
-            "after": self.after,
+            "before": decoded(self.before),
+            "after": decoded(self.after),
             "result": self.result,
             "detail": self.detail,
             "remoteAddr": self.remote_addr,

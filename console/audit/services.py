@@ -9,6 +9,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
+from console.audit.diffs import json_safe
 from console.audit.models import AuditEntry
 
 
@@ -42,9 +43,11 @@ def audited(request: HttpRequest | Any, action: str, cluster: str = "", target: 
         yield audit
     except BaseException as exc:
         row.result, row.detail = "error", f"{type(exc).__name__}: {exc}"
-        row.before, row.after = audit.before, audit.after
+        row.before, row.after = json_safe(audit.before), json_safe(audit.after)
         row.save()
         raise
     row.result = "ok"
-    row.before, row.after = audit.before, audit.after
+    # Stored as plain JSON (not whatever objects the action held), so the page and the API
+    # read fields back, never the Python text of a dict.
+    row.before, row.after = json_safe(audit.before), json_safe(audit.after)
     row.save()

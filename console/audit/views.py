@@ -7,6 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from console.audit.diffs import field_changes
 from console.audit.models import AuditEntry
 from console.core.access import allowed
 
@@ -14,7 +15,8 @@ from console.core.access import allowed
 @login_required
 @require_GET
 def audit_log(request: HttpRequest) -> HttpResponse:
-    """Newest first, filtered by the form's fields; rows of clusters the user may view."""
+    """Newest first, filtered by the form's fields; rows of clusters the user may view, each
+    with its fields before → after."""
     rows = AuditEntry.objects.all()
     query = {k: request.GET.get(k, "").strip() for k in ("user", "action", "target", "result")}
     if query["user"]:
@@ -29,5 +31,6 @@ def audit_log(request: HttpRequest) -> HttpResponse:
         r
         for r in rows[:500]
         if request.user.is_superuser or (r.cluster and allowed(request.user, r.cluster, "view"))
-    ]
-    return render(request, "audit/list.html", {"rows": shown[:200], "query": query})
+    ][:200]
+    entries = [{"row": r, "changes": field_changes(r.before, r.after)} for r in shown]
+    return render(request, "audit/list.html", {"entries": entries, "query": query})

@@ -52,8 +52,36 @@ def ask(cluster: ClusterRef, call: Callable[[AdminClient], Awaitable[T]]) -> Ans
     return answer
 
 
+# The session key of the cluster a user last opened: pages outside any cluster (Maintenance,
+# Audit, a task, Health) show that cluster's menu, so the way back is one click.
+CURRENT_CLUSTER = "quiver.cluster"
+
+
+def remember_cluster(request: HttpRequest, cluster: ClusterRef) -> None:
+    """Keep ``cluster`` as the user's current cluster (written only when it changes)."""
+    session = getattr(request, "session", None)
+    if session is not None and session.get(CURRENT_CLUSTER) != cluster.name:
+        session[CURRENT_CLUSTER] = cluster.name
+
+
+def current_cluster(request: HttpRequest | None) -> ClusterRef | None:
+    """The cluster whose menu a page outside any cluster shows: the one the user last opened,
+    else the first the user may view; None when the user may view none (or is signed out)."""
+    user = getattr(request, "user", None)
+    if request is None or user is None or not user.is_authenticated:
+        return None
+    visible = [c for c in managed_clusters() if allowed(user, c.name, "view")]
+    remembered = getattr(request, "session", {}).get(CURRENT_CLUSTER)
+    for cluster in visible:
+        if cluster.name == remembered:
+            return cluster
+    return visible[0] if visible else None
+
+
 def context(request: HttpRequest, cluster: ClusterRef, **extra: Any) -> dict[str, Any]:
-    """The template context every cluster page gets: the cluster, the user's role and rights."""
+    """The template context every cluster page gets: the cluster, the user's role and rights
+    (and the cluster is remembered as the user's current one, for the pages outside it)."""
+    remember_cluster(request, cluster)
     return {
         "cluster": cluster,
         "clusters": [c for c in managed_clusters() if allowed(request.user, c.name, "view")],

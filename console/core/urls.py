@@ -12,6 +12,7 @@ app_name = "core"
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("health/", views.health, name="health"),
     path("login/", auth.ThrottledLoginView.as_view(), name="login"),
     path("logout/", LogoutView.as_view(), name="logout"),
     path("api/token/", auth.ThrottledTokenView.as_view(), name="api-token"),

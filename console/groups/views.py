@@ -23,6 +23,7 @@ from console.core.pages import ask, cluster_for, context
 from console.groups import services
 from console.groups.models import GroupMonitor
 from console.groups.monitors import save_monitor
+from console.groups.running_info import running_info
 from console.groups.serializers import GROUP_NAME, GroupConfigWrite, MonitorWrite
 
 
@@ -271,11 +272,18 @@ def delete_group(request: HttpRequest, cluster: str, group: str) -> HttpResponse
 @login_required
 @require_GET
 def client_info(request: HttpRequest, cluster: str, group: str, client_id: str) -> HttpResponse:
-    """What one online client of the group says of itself (its running info)."""
+    """What one online client of the group says of itself (its running info), as tables."""
     ref = cluster_for(request, cluster)
     text, error = ask(ref, lambda admin: admin.consumer_running_info(group, client_id))
+    info = running_info(text) if text is not None else None
+    errors = []
+    if error:
+        errors.append(
+            f"The client {client_id} did not say how it is running ({error}). It may have stopped or "
+            "moved to another connection: the group's page lists the clients online now."
+        )
     return render(
         request,
         "groups/client.html",
-        context(request, ref, group=group, client_id=client_id, text=text, errors=[error] if error else []),
+        context(request, ref, group=group, client_id=client_id, info=info, errors=errors),
     )
