@@ -24,8 +24,10 @@ class AlertFeed(AsyncJsonWebsocketConsumer):
             await self.close(code=4403)
             return
         self.may_view: dict[str, bool] = {}
-        await self.channel_layer.group_add(CHANNEL_GROUP, self.channel_name)
+        # Open first: joining waits on Redis, and the page need not (the layer joins as soon
+        # as Redis answers, console/core/redis.py).
         await self.accept()
+        await self.channel_layer.group_add(CHANNEL_GROUP, self.channel_name)
 
     async def alert_event(self, message: dict[str, Any]) -> None:
         body = message["body"]

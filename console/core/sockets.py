@@ -4,12 +4,24 @@ URL, and one ticker task per connection that pushes until the socket closes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from console.core.access import allowed
 from nameserver.clusters import ClusterRef, find_cluster
+
+log = logging.getLogger(__name__)
+
+# The channel-layer alias of a socket that joins no group and only pushes what it reads
+# itself: no layer is configured under it, so Channels gives the socket none, and it never
+# waits on Redis (nor fails with it).
+NO_CHANNEL_LAYER = "none: this socket joins no group"
+
+# Close code of a socket whose pushes stopped on an error (the page reconnects).
+CLOSE_TRY_AGAIN = 1011
 
 
 class ClusterSocket(AsyncJsonWebsocketConsumer):
@@ -30,7 +42,7 @@ class ClusterSocket(AsyncJsonWebsocketConsumer):
             return
         await self.accept()
         if await self.start():
-            self.ticker = asyncio.create_task(self.tick())
+            self.ticker = asyncio.create_task(self.ticking())
 
     async def start(self) -> bool:
         """Prepare before the first tick; False closes the socket (after saying why)."""
@@ -38,6 +50,18 @@ class ClusterSocket(AsyncJsonWebsocketConsumer):
 
     async def tick(self) -> None:
         raise NotImplementedError
+
+    async def ticking(self) -> None:
+        """Run ``tick``; an error it lets out is one log line and a close the page reconnects
+        after, not a task traceback."""
+        try:
+            await self.tick()
+        except Exception as exc:  # noqa: BLE001 - anything: the socket closes cleanly
+            log.warning(
+                "%s stopped pushing (%s: %s); closing it", self.scope.get("path"), type(exc).__name__, exc
+            )
+            with contextlib.suppress(Exception):
+                await self.close(code=CLOSE_TRY_AGAIN)
 
     async def disconnect(self, code: int) -> None:
         ticker = getattr(self, "ticker", None)

@@ -1,6 +1,7 @@
 // Live lag alerts on every signed-in page: the console's /ws/alerts/ socket sends each
 // alert raised or resolved (of the clusters the user may view); each shows as a toast for
-// a while, and the cluster navigation's open-alert count follows.
+// a while, and the cluster navigation's open-alert count follows.  A dropped socket
+// reconnects after a growing pause.
 (function () {
   const script = document.currentScript;
   const path = script.dataset.ws;
@@ -47,6 +48,8 @@
     badge.hidden = now === 0;
   }
 
+  let retryMs = 5000; // after a drop: 5 s, 10 s, 20 s ... up to a minute
+
   function connect() {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     const socket = new WebSocket(`${scheme}://${location.host}${path}`);
@@ -55,7 +58,12 @@
       toast(data);
       count(data);
     };
-    socket.onclose = (event) => { if (event.code !== 4403) setTimeout(connect, 5000); };
+    socket.onopen = () => { retryMs = 5000; };
+    socket.onclose = (event) => {
+      if (event.code === 4403) return;
+      setTimeout(connect, retryMs);
+      retryMs = Math.min(retryMs * 2, 60000);
+    };
   }
   connect();
 })();
