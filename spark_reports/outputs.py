@@ -20,8 +20,11 @@ one object a line, so its parent can follow it without parsing logs::
 The summary (camelCase keys, as the REST API shows them; times epoch ms)::
 
     every run     kind, cluster, since, until, inputRows, inputBytes, durationSeconds
-    traffic       topics [names], messages, bytes, producers, consumed,
-                  peakMinute {minute, messages} (null without traffic),
+    traffic       topics [names], messages, bytes, consumed,
+                  producers (distinct born hosts: producer *connections*, ip:port; a
+                  stored message does not carry its producer group),
+                  producerGroups (distinct producer groups, from the brokers' counters),
+                  peakMinute {minute (epoch ms), messages} (null without traffic),
                   peakByTopic {topic: {minute, messages}},
                   retryMessages, dlqMessages, retryShare, dlqShare (0..1 of all messages),
                   missingMessages (planned but gone when read: expired meanwhile)
@@ -41,14 +44,17 @@ SUMMARY_FILE = "summary.json"
 
 # Traffic report tables and their columns, in order.
 TRAFFIC_TABLES: dict[str, tuple[str, ...]] = {
-    # messages stored per topic per minute / hour
+    # messages stored per topic per minute / hour ("producers": distinct born hosts, i.e.
+    # producer connections, not producer groups)
     "topic_minute": ("topic", "minute", "messages", "bytes", "avg_size", "max_size", "producers"),
     "topic_hour": ("topic", "hour", "messages", "bytes", "avg_size", "max_size", "producers"),
-    # the most frequent tags and producers (born hosts) of each topic over the whole period
+    # the most frequent tags and producer connections (born hosts) of each topic over the period
     "top_tags": ("topic", "tag", "messages", "bytes", "rank"),
     "top_producers": ("topic", "producer", "messages", "bytes", "rank"),
-    # messages consumed per group and topic per minute, from the offset history's deltas
+    # messages handed to each group per topic per minute (the brokers' get counters)
     "consumption_minute": ("group", "topic", "minute", "consumed"),
+    # the producer groups that sent to each topic over the period (the brokers' counters)
+    "producer_groups": ("topic", "group", "messages", "rank"),
 }
 
 # Lag report tables and their columns, in order.

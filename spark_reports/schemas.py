@@ -74,5 +74,7 @@ COUNTERS_SCHEMA = StructType(
         StructField("topic", StringType()),
         StructField("group", StringType()),
         StructField("total", LongType()),
+        # the counter's total when the UTC day began (absent in rows written before it was kept)
+        StructField("morning", LongType()),
     ]
 )

@@ -134,7 +134,8 @@ class TableView(RunMixin):
 
 
 class ReportTable(TableView):
-    """GET ``?limit=&offset=``: rows of one table as JSON (times as epoch ms)."""
+    """GET ``?limit=&offset=&sort=&order=``: rows of one table as JSON (times as epoch ms),
+    in file order or sorted by a column over the whole table (``order``: asc or desc)."""
 
     @documented("Rows of a report table")
     def get(self, request: Request, cluster: str, run_id: str, table: str) -> Response:
@@ -144,10 +145,17 @@ class ReportTable(TableView):
         limit, offset = query_int(request, "limit", 100), query_int(request, "offset", 0)
         if limit < 1 or offset < 0:
             return bad_request("limit is at least 1 and offset not negative")
+        sort, order = request.query_params.get("sort") or None, request.query_params.get("order", "asc")
+        if order not in ("asc", "desc"):
+            return bad_request("order is asc or desc")
         try:
-            return Response(tables.page(run.output, run.kind, table, limit, offset))
+            return Response(
+                tables.page(run.output, run.kind, table, limit, offset, sort, descending=order == "desc")
+            )
         except tables.TableMissing as exc:
             return not_found(str(exc))
+        except ValueError as exc:  # no such column to sort by
+            return bad_request(str(exc))
 
 
 class ReportTableCsv(TableView):

@@ -58,7 +58,8 @@ def _load(run: Any, table: str) -> pa.Table | None:
 
 
 def traffic(run: Any) -> dict[str, Any]:
-    """Messages and bytes per topic over time, consumption per group, top tags and producers."""
+    """Messages and bytes per topic over time, consumption per group, top tags, producer
+    connections and producer groups (a run from before producer groups were counted has none)."""
     hourly = run.until - run.since > HOURLY_AFTER_MS
     per_time = _load(run, "topic_hour" if hourly else "topic_minute")
     time_col = "hour" if hourly else "minute"
@@ -74,7 +75,7 @@ def traffic(run: Any) -> dict[str, Any]:
         if consumption is not None
         else {}
     )
-    for name in ("top_tags", "top_producers"):
+    for name in ("top_tags", "top_producers", "producer_groups"):
         data = _load(run, name)
         charts[name] = (
             sorted(

@@ -17,6 +17,7 @@ FIGURES = {
         "messages",
         "bytes",
         "producers",
+        "producerGroups",
         "consumed",
         "retryMessages",
         "dlqMessages",

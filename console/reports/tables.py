@@ -3,7 +3,8 @@
 Tables are directories of ``part-*.parquet`` files (spark_reports/outputs.py); the reports
 directory may be local or any filesystem pyarrow opens by URI (``hdfs://``, ``s3://``...).
 Rows come out as JSON-ready dicts (timestamps as epoch ms), as CSV, or as the Parquet
-files themselves (one file as is, several zipped).
+files themselves (one file as is, several zipped).  A page of rows may be sorted by any
+column over the whole table (``page``); how its values are shown is display.py's.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 import datetime as dt
 import io
 import zipfile
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
@@ -31,6 +33,11 @@ class TableMissing(LookupError):
 def table_names(kind: str) -> list[str]:
     """The tables a run of ``kind`` writes, in the contract's order."""
     return list(TABLES.get(kind, {}))  # type: ignore[call-overload]
+
+
+def table_columns(kind: str, table: str) -> list[str]:
+    """The columns the contract gives ``table`` of a ``kind`` run, in order."""
+    return list(TABLES.get(kind, {}).get(table, ()))  # type: ignore[call-overload]
 
 
 def _fs(path: str) -> tuple[pafs.FileSystem, str]:
@@ -84,24 +91,64 @@ def as_rows(table: pa.Table) -> list[dict[str, Any]]:
     return [{k: _json_value(v) for k, v in row.items()} for row in table.to_pylist()]
 
 
-def page(output: str, kind: str, table: str, limit: int, offset: int) -> dict[str, Any]:
-    """``limit`` rows from ``offset`` with the columns and the total count.
+ColumnType = Literal["time", "int", "float", "bool", "text"]
 
-    Reads no more than the page needs: the count comes from the files' metadata and the
-    rows from the first ``offset + limit`` (a day's lag_queue is ~830 k rows).
+
+def column_type(data_type: pa.DataType) -> ColumnType:
+    """What a column holds, as the page formats and sorts it."""
+    if pa.types.is_timestamp(data_type) or pa.types.is_date(data_type):
+        return "time"
+    if pa.types.is_integer(data_type):
+        return "int"
+    if pa.types.is_floating(data_type) or pa.types.is_decimal(data_type):
+        return "float"
+    if pa.types.is_boolean(data_type):
+        return "bool"
+    return "text"
+
+
+def page(
+    output: str,
+    kind: str,
+    table: str,
+    limit: int,
+    offset: int,
+    sort: str | None = None,
+    descending: bool = False,
+) -> dict[str, Any]:
+    """``limit`` rows from ``offset`` with the columns, their types and the total count.
+
+    Unsorted, it reads no more than the page needs: the count comes from the files'
+    metadata and the rows from the first ``offset + limit`` (a day's lag_queue is ~830 k
+    rows).  Sorted by ``sort`` (a column; ValueError for another name), it reads that one
+    column whole, orders it (nulls last, ties in file order) and takes the page's rows.
     """
     fs, files = part_files(output, kind, table)
     data = ds.dataset(files, filesystem=fs, format="parquet")
     limit, offset = max(1, min(MAX_ROWS, limit)), max(0, offset)
+    names = data.schema.names
+    if sort is not None and sort not in names:
+        raise ValueError(f"the table {table!r} has no column {sort!r} (columns: {', '.join(names)})")
     count = data.count_rows()
-    head = data.head(offset + limit) if offset < count else data.schema.empty_table()
+    if offset >= count:
+        rows = data.schema.empty_table()
+    elif sort is None:
+        rows = data.head(offset + limit).slice(offset, limit)
+    else:
+        keys = data.to_table(columns=[sort]).column(sort)
+        order = pc.array_sort_indices(
+            keys, order="descending" if descending else "ascending", null_placement="at_end"
+        )
+        rows = data.take(order.slice(offset, limit))
     return {
         "table": table,
-        "columns": data.schema.names,
+        "columns": names,
+        "types": {f.name: column_type(f.type) for f in data.schema},
         "count": count,
         "offset": offset,
         "limit": limit,
-        "rows": as_rows(head.slice(offset, limit)),
+        "sort": {"column": sort, "descending": descending} if sort is not None else None,
+        "rows": as_rows(rows),
     }
 
 

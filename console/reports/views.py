@@ -5,6 +5,7 @@ of two runs.  Chart data comes from charts.py; the page's script draws it with E
 from __future__ import annotations
 
 import datetime as dt
+from urllib.parse import urlencode
 
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
@@ -14,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from console.core.pages import ask, cluster_for, context
-from console.reports import charts, compare, services, tables
+from console.reports import charts, compare, display, services, tables
 from console.reports.models import ReportRun
 
 TABS = ("summary", "charts", "tables")
@@ -108,10 +109,11 @@ def report_run(request: HttpRequest, cluster: str, run_id: str) -> HttpResponse:
     except ValueError:
         offset = 0
     chart_data, rows, errors = None, None, []
+    links: dict[str, str] = {}
     if run.status == ReportRun.SUCCEEDED:
         try:
             chart_data = charts.for_run(run)
-            rows = tables.page(run.output, run.kind, table, ROWS_PER_PAGE, offset)
+            rows, links = _rows(run, table, offset, request.GET.get("sort"), request.GET.get("order"))
         except (tables.TableMissing, OSError) as exc:
             errors.append(f"the run's tables cannot be read: {exc}")
     others = services.runs_of(ref.name, run.kind, ReportRun.SUCCEEDED).exclude(id=run.id)[:20]
@@ -127,14 +129,36 @@ def report_run(request: HttpRequest, cluster: str, run_id: str) -> HttpResponse:
             table=table,
             table_names=names,
             rows=rows,
-            offset=offset,
-            next_offset=offset + ROWS_PER_PAGE if rows and offset + ROWS_PER_PAGE < rows["count"] else None,
-            previous_offset=max(0, offset - ROWS_PER_PAGE) if offset else None,
             charts=chart_data,
+            peak_topics=display.peak_topics(run.summary) if run.kind == ReportRun.TRAFFIC else [],
             others=others,
             errors=errors,
+            **links,
         ),
     )
+
+
+def _rows(
+    run: ReportRun, table: str, offset: int, sort: str | None, order: str | None
+) -> tuple[dict[str, object], dict[str, str]]:
+    """The page of ``table`` the tables tab shows (sorted as asked, else busiest first) and
+    the links to its previous and next pages (keeping the sort)."""
+    column, descending = display.parse_sort(tables.table_columns(run.kind, table), sort, order)
+    try:
+        answer = tables.page(run.output, run.kind, table, ROWS_PER_PAGE, offset, column, descending)
+    except ValueError:  # a table written without that column: its file order
+        answer = tables.page(run.output, run.kind, table, ROWS_PER_PAGE, offset)
+    base = {"tab": "tables", "table": table}
+    view = display.table_view(answer, base)
+    sorted_by = answer["sort"] or {}
+    if sorted_by:
+        base = {**base, "sort": sorted_by["column"], "order": "desc" if sorted_by["descending"] else "asc"}
+    links: dict[str, str] = {}
+    if offset + ROWS_PER_PAGE < answer["count"]:
+        links["next_href"] = "?" + urlencode({**base, "offset": offset + ROWS_PER_PAGE})
+    if offset:
+        links["previous_href"] = "?" + urlencode({**base, "offset": max(0, offset - ROWS_PER_PAGE)})
+    return view, links
 
 
 @login_required

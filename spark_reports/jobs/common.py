@@ -37,9 +37,11 @@ class ReportParams:
             raise SourceOptionError("the bucket must be at least one second")
 
 
-def iso_utc(value: dt.datetime) -> str:
-    """A timestamp Spark collected (naive, in this process's local time) as UTC ISO 8601."""
-    return dt.datetime.fromtimestamp(value.timestamp(), tz=dt.UTC).isoformat().replace("+00:00", "Z")
+def to_epoch_ms(value: dt.datetime) -> int:
+    """A timestamp Spark collected (naive, in this process's local time) as epoch milliseconds:
+    how a summary carries its times (spark_reports/outputs.py), so the console formats every
+    report time one way."""
+    return round(value.timestamp() * 1000)
 
 
 def epoch_ms(column: str) -> Column:

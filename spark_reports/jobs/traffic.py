@@ -1,14 +1,19 @@
 """The traffic report: what was stored and consumed, per topic, per minute and per hour.
 
 extract: the period's messages through the ``quiver`` data source (every user topic,
-         retry and DLQ topics included, unless the run names its topics) and the offset
-         history around the period;
+         retry and DLQ topics included, unless the run names its topics) and the brokers'
+         counters in the offset history, from the start of the period's first day;
 transform: pure DataFrame functions below, one per table of ``spark_reports.outputs``;
 load: Parquet tables and ``summary.json`` (``spark_reports.jobs.common``).
 
-"bytes" and sizes are stored body sizes (``body_size``); a producer is a born host
-(``ip:port``: one per producer connection); consumption is the sum of each queue's
-committed-offset increases (a reset backwards counts as none).
+"bytes" and sizes are stored body sizes (``body_size``); in the message tables a producer
+is a born host (``ip:port``: one per producer connection), since a stored message does not
+name its producer group.  Producer groups and consumption come from the brokers' counters in
+the offset history (console/maintenance/history.py): what each producer group had stored per
+topic, and what each consumer group was handed per topic (RocketMQ's GROUP_GET_NUMS), read
+as increases between snapshots.  A counter's first snapshot of a day counts from its total
+when the day began, so what came before the platform's first snapshot is not lost (it is
+placed in that snapshot's minute).
 """
 
 from __future__ import annotations
@@ -20,16 +25,15 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from broker_core.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
-from spark_reports.history import read_offsets
-from spark_reports.jobs.common import ReportParams, epoch_ms, iso_utc
+from spark_reports.history import read_counters
+from spark_reports.jobs.common import ReportParams, epoch_ms, to_epoch_ms
 from spark_reports.options import ScanOptions
 from spark_reports.outputs import TRAFFIC_TABLES
 from spark_reports.planner import QueueRange, plan
 
 TOP_N = 10
 MESSAGE_COLUMNS = ("broker", "topic", "queue_id", "tags", "born_host", "body_size", "store_timestamp")
-# Offset snapshots this long before the period are read so its first minute has deltas.
-LOOKBACK_MS = 10 * 60 * 1000
+DAY_MS = 86_400_000
 
 
 def source_options(params: ReportParams) -> dict[str, str]:
@@ -61,8 +65,28 @@ def missing_messages(planned: list[QueueRange], read: DataFrame) -> int:
     return sum(max(0, n - got.get(key, 0)) for key, n in expected.items())
 
 
-def extract_offsets(spark: SparkSession, params: ReportParams) -> DataFrame:
-    return read_offsets(spark, params.history, params.since_ms - LOOKBACK_MS, params.until_ms, params.cluster)
+def extract_counters(spark: SparkSession, params: ReportParams) -> DataFrame:
+    """The counter snapshots from the start of the period's first (UTC) day: each counter's
+    first row in the period then has the row before it, or is the day's first (whose
+    baseline is its ``morning``)."""
+    day_start = params.since_ms // DAY_MS * DAY_MS
+    return read_counters(spark, params.history, day_start, params.until_ms, params.cluster)
+
+
+def counter_deltas(counters: DataFrame, since_ms: int) -> DataFrame:
+    """Each counter row in the period with ``delta``: how much its counter grew since the
+    row before (same broker, boot, kind, topic and group), or for a day's first row since the
+    day began (its ``morning``; 0 when the broker booted that day; unknown otherwise, as
+    ``console.maintenance.history.counter_baseline`` says).  Rows that did not grow are left out."""
+    series = Window.partitionBy("broker_addr", "boot_timestamp", "kind", "topic", "group").orderBy("ts")
+    day_start = F.floor(F.col("ts") / DAY_MS) * DAY_MS
+    baseline = F.coalesce(
+        F.lag("total").over(series),
+        F.col("morning"),
+        F.when(F.col("boot_timestamp") >= day_start, F.lit(0)),
+    )
+    deltas = counters.withColumn("delta", F.col("total") - baseline)
+    return deltas.where((F.col("ts") >= since_ms) & (F.col("delta") > 0))
 
 
 def topic_buckets(messages: DataFrame, unit: str) -> DataFrame:
@@ -90,19 +114,31 @@ def top_by(messages: DataFrame, column: str, name: str, n: int = TOP_N) -> DataF
     return counted.withColumn("rank", rank).where(F.col("rank") <= n)
 
 
-def consumption_minute(offsets: DataFrame, since_ms: int) -> DataFrame:
-    """Messages each group consumed from each topic per minute: committed-offset increases."""
-    queue = Window.partitionBy("broker", "group", "topic", "queue_id").orderBy("ts")
-    deltas = offsets.withColumn("delta", F.col("consumer_offset") - F.lag("consumer_offset").over(queue))
-    deltas = deltas.where((F.col("ts") >= since_ms) & F.col("delta").isNotNull())
+def consumption_minute(deltas: DataFrame) -> DataFrame:
+    """Messages each group was handed from each topic per minute (the brokers' get counters)."""
     return (
-        deltas.groupBy("group", "topic", F.date_trunc("minute", epoch_ms("ts")).alias("minute"))
-        .agg(F.sum(F.greatest(F.col("delta"), F.lit(0))).alias("consumed"))
+        deltas.where(F.col("kind") == "get")
+        .groupBy("group", "topic", F.date_trunc("minute", epoch_ms("ts")).alias("minute"))
+        .agg(F.sum("delta").alias("consumed"))
         .select(*TRAFFIC_TABLES["consumption_minute"])
     )
 
 
-def summarize(messages: DataFrame, minute: DataFrame, consumption: DataFrame) -> dict[str, Any]:
+def producer_groups(deltas: DataFrame) -> DataFrame:
+    """Per topic, the producer groups that had messages stored in the period, ranked by how
+    many (the brokers' per-group put counters)."""
+    counted = (
+        deltas.where(F.col("kind") == "produce")
+        .groupBy("topic", "group")
+        .agg(F.sum("delta").alias("messages"))
+    )
+    rank = F.row_number().over(Window.partitionBy("topic").orderBy(F.desc("messages"), F.asc("group")))
+    return counted.withColumn("rank", rank).select(*TRAFFIC_TABLES["producer_groups"])
+
+
+def summarize(
+    messages: DataFrame, minute: DataFrame, consumption: DataFrame, producers: DataFrame
+) -> dict[str, Any]:
     """The run's headline figures (small results collected to the driver)."""
     totals = messages.agg(
         F.count(F.lit(1)).alias("messages"),
@@ -118,17 +154,19 @@ def summarize(messages: DataFrame, minute: DataFrame, consumption: DataFrame) ->
     best = Window.partitionBy("topic").orderBy(F.desc("messages"), F.asc("minute"))
     peaks = minute.withColumn("n", F.row_number().over(best)).where(F.col("n") == 1).collect()
     consumed = consumption.agg(F.coalesce(F.sum("consumed"), F.lit(0))).first()
+    groups = producers.select("group").distinct().count()
     retry, dlq = int(totals["retry"] or 0), int(totals["dlq"] or 0)
     return {
         "messages": count,
         "bytes": int(totals["bytes"]),
         "producers": int(totals["producers"]),
+        "producerGroups": groups,
         "consumed": int(consumed[0]) if consumed else 0,
-        "peakMinute": {"minute": iso_utc(peak["minute"]), "messages": int(peak["messages"])}
+        "peakMinute": {"minute": to_epoch_ms(peak["minute"]), "messages": int(peak["messages"])}
         if peak
         else None,
         "peakByTopic": {
-            row["topic"]: {"minute": iso_utc(row["minute"]), "messages": int(row["messages"])}
+            row["topic"]: {"minute": to_epoch_ms(row["minute"]), "messages": int(row["messages"])}
             for row in peaks
         },
         "retryMessages": retry,
@@ -146,15 +184,21 @@ def run(spark: SparkSession, params: ReportParams) -> tuple[dict[str, DataFrame]
     # million messages would otherwise be built into the cache and never read.
     planned = plan(ScanOptions.parse(source_options(params)))  # the same plan the executors read
     messages = extract_messages(spark, params).select(*MESSAGE_COLUMNS).cache()
-    offsets = extract_offsets(spark, params)
+    counters = extract_counters(spark, params)
+    if params.topics:
+        counters = counters.where(F.col("topic").isin(list(params.topics)))
+    deltas = counter_deltas(counters, params.since_ms).cache()
     tables = {
         "topic_minute": topic_buckets(messages, "minute").cache(),
         "topic_hour": topic_buckets(messages, "hour"),
         "top_tags": top_by(messages, "tags", "tag").select(*TRAFFIC_TABLES["top_tags"]),
         "top_producers": top_by(messages, "born_host", "producer").select(*TRAFFIC_TABLES["top_producers"]),
-        "consumption_minute": consumption_minute(offsets, params.since_ms).cache(),
+        "consumption_minute": consumption_minute(deltas).cache(),
+        "producer_groups": producer_groups(deltas).cache(),
     }
-    summary = summarize(messages, tables["topic_minute"], tables["consumption_minute"])
+    summary = summarize(
+        messages, tables["topic_minute"], tables["consumption_minute"], tables["producer_groups"]
+    )
     summary["missingMessages"] = missing_messages(planned, messages)
     summary["topics"] = params.topics or sorted(
         r["topic"] for r in tables["topic_hour"].select("topic").distinct().collect()

@@ -323,7 +323,7 @@ def test_two_runs_compare_figure_by_figure_and_per_topic(
     assert personas["viewer"].get(f"{API}compare/?a={a.id}").status_code == 400
     assert personas["viewer"].get(f"{API}compare/?a={a.id}&b=nope").status_code == 404
     page = personas["viewer"].get(f"{PAGES}compare/?a={a.id}&b={b.id}").content.decode()
-    assert 'id="compare-figures"' in page and "200.0%" in page
+    assert 'id="compare-figures"' in page and "200 %" in page and "producer connections" in page
 
 
 def test_report_pages_show_runs_charts_tables_and_links(
@@ -450,7 +450,9 @@ def test_group_lag_trend_reads_the_offset_history(tmp_path: Path) -> None:
     trend = lag_trend(tmp_path, "default", "G", 1, T0 + 180_000)
     assert trend["lag"] == {"A": [[T0, 20], [T0 + 60_000, 50], [T0 + 120_000, 0]]}
     assert trend["secondsBehind"] == {"A": [[T0, 5.0], [T0 + 60_000, 5.0], [T0 + 120_000, 0.0]]}
-    assert lag_trend(tmp_path, "default", "G", 1, T0 + 10 * 3_600_000) == {"lag": {}, "secondsBehind": {}}
+    later = T0 + 10 * 3_600_000
+    empty = {"lag": {}, "secondsBehind": {}, "since": later - 3_600_000, "until": later}
+    assert lag_trend(tmp_path, "default", "G", 1, later) == empty  # the window, for the chart's axis
 
 
 def test_the_group_page_shows_its_lag_trend(
@@ -540,3 +542,134 @@ async def test_the_run_socket_follows_progress_until_the_end(
     await sync_to_async(progress)(5, 5, ReportRun.SUCCEEDED)
     assert (await socket.receive_json_from(timeout=5))["status"] == "succeeded"
     assert (await socket.receive_output(timeout=5))["type"] == "websocket.close"
+
+
+# --- how report tables read: times, figures, paging, sorting ------------------------------
+
+
+def test_report_times_and_figures_are_formatted_one_way() -> None:
+    from console.reports import display
+
+    minute = T0 + 60_000
+    shown = at(minute).strftime("%Y-%m-%d %H:%M UTC")
+    # Epoch ms (what summaries and rows carry), a datetime, or the ISO text older runs kept.
+    assert display.format_time(minute) == shown
+    assert display.format_time(at(minute)) == shown
+    assert display.format_time(at(minute).isoformat().replace("+00:00", "Z")) == shown
+    assert display.format_time(minute + 5_000).endswith(":05 UTC")
+    assert display.format_time(minute + 5_250).endswith(":05 UTC")
+    assert display.format_time(None) == display.format_time("") == display.format_time("soon") == ""
+    assert display.as_epoch_ms("2026-11-26T03:39:00Z") == 1_795_664_340_000
+    assert [display.format_number(v) for v in (12_345, 35.68032786885246, 1_234.5, 100.0, 1.25, 0.0523)] == [
+        "12,345",
+        "35.7",
+        "1,234",
+        "100",
+        "1.25",
+        "0.052",
+    ]
+    assert display.format_number(0.0) == "0" and display.format_number(None) == ""
+    assert display.format_number(float("nan")) == "" and display.format_number(True) == "yes"
+    assert display.format_percent(0.02347) == "2.35 %" and display.format_percent(0) == "0 %"
+    assert display.paging_text(0, 19, 19) == "rows 1–19 of 19"
+    assert display.paging_text(100, 100, 12_345) == "rows 101–200 of 12,345"
+    assert display.paging_text(0, 0, 0) == "no rows"
+    assert "first page" in display.paging_text(500, 0, 19)
+    assert display.default_sort(list(TRAFFIC_TABLES["topic_minute"])) == ("messages", True)
+    assert display.default_sort(list(LAG_TABLES["lag_trend"])) == ("last_lag", True)
+    assert display.default_sort(["topic", "tag"]) == (None, False)
+    assert display.parse_sort(["topic", "messages"], "topic", "asc") == ("topic", False)
+    assert display.parse_sort(["topic", "messages"], "nope", "asc") == ("messages", True)
+    assert display.column_label("producers") == "producer connections"
+
+
+def test_table_pages_sort_over_the_whole_table(reports_dir: Path, personas: dict[str, Client]) -> None:
+    run = traffic_run(reports_dir, 1, parts=2)
+    viewer = personas["viewer"]
+    url = f"{API}{run.id}/tables/topic_minute/"
+    busiest = viewer.get(url + "?limit=2&sort=messages&order=desc").json()
+    assert [r["messages"] for r in busiest["rows"]] == [20, 10]
+    assert busiest["sort"] == {"column": "messages", "descending": True}
+    assert busiest["types"]["minute"] == "time" and busiest["types"]["avg_size"] == "float"
+    quietest = viewer.get(url + "?limit=2&offset=2&sort=messages&order=desc").json()
+    assert [r["messages"] for r in quietest["rows"]] == [7, 5]  # the order spans both part files
+    by_time = viewer.get(url + "?sort=minute&order=asc").json()["rows"]
+    assert [r["minute"] for r in by_time] == sorted(r["minute"] for r in by_time)
+    assert viewer.get(url + "?sort=nope").status_code == 400
+    assert viewer.get(url + "?sort=messages&order=up").status_code == 400
+    assert viewer.get(url).json()["sort"] is None  # file order unless asked
+
+
+def _cells(page: str, column: int) -> list[str]:
+    """The text of one column of the page's #table-rows."""
+    import re
+
+    body = page.split('id="table-rows"', 1)[1].split("</tbody>", 1)[0].split("<tbody>", 1)[1]
+    rows = re.findall(r"<tr>(.*?)</tr>", body, re.S)
+    return [re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)[column] for row in rows]
+
+
+def test_the_tables_tab_reads_as_a_person_expects(
+    reports_dir: Path, personas: dict[str, Client], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from console.reports import views
+
+    run = traffic_run(reports_dir, 1)
+    out = Path(run.output)
+    rows = [
+        {
+            "topic": f"T{i:02d}",
+            "minute": at(T0 + i * 60_000),
+            "messages": 1000 * (i + 1),
+            "bytes": 1000 * (i + 1) * 36,
+            "avg_size": 35.68032786885246,
+            "max_size": 120,
+            "producers": 2,
+        }
+        for i in range(19)
+    ]
+    write_table(out, "topic_minute", TRAFFIC_TABLES["topic_minute"], rows)
+    viewer = personas["viewer"]
+    page = viewer.get(f"{PAGES}{run.id}/?tab=tables&table=topic_minute").content.decode()
+    assert "rows 1–19 of 19" in page
+    # Busiest first by default, said by aria-sort; figures with separators, floats rounded.
+    assert '<th aria-sort="descending" data-column="messages"' in page
+    assert _cells(page, 2)[:3] == ["19,000", "18,000", "17,000"]
+    assert set(_cells(page, 4)) == {"35.7"} and "35.68032786885246</td>" not in page
+    minutes = _cells(page, 1)
+    assert minutes[0] == at(T0 + 18 * 60_000).strftime("%Y-%m-%d %H:%M UTC")
+    assert not any(cell.strip().isdigit() for cell in minutes)  # no epoch milliseconds
+    assert "producer connections" in page and 'class="table-scroll"' in page
+    # A heading's link sorts the whole table its way; the sorted one links to the other way.
+    by_topic = viewer.get(f"{PAGES}{run.id}/?tab=tables&table=topic_minute&sort=topic&order=asc")
+    text = by_topic.content.decode()
+    assert _cells(text, 0)[:2] == ["T00", "T01"] and '<th aria-sort="ascending" data-column="topic"' in text
+    assert "sort=topic&amp;order=desc" in text
+    # Paging keeps the sort and says where it is.
+    monkeypatch.setattr(views, "ROWS_PER_PAGE", 5)
+    second = viewer.get(f"{PAGES}{run.id}/?tab=tables&table=topic_minute&sort=topic&order=asc&offset=5")
+    text = second.content.decode()
+    assert "rows 6–10 of 19" in text and _cells(text, 0)[0] == "T05"
+    assert "offset=10" in text and "sort=topic&amp;order=asc&amp;offset=0" in text
+    last = viewer.get(f"{PAGES}{run.id}/?tab=tables&table=topic_minute&offset=15").content.decode()
+    assert "rows 16–19 of 19" in last and 'id="rows-next"' not in last
+    # An empty table says so.
+    write_table(out, "consumption_minute", TRAFFIC_TABLES["consumption_minute"], [])
+    empty = viewer.get(f"{PAGES}{run.id}/?tab=tables&table=consumption_minute").content.decode()
+    assert '<small id="table-paging">no rows</small>' in empty and "The run wrote this table empty" in empty
+
+
+def test_the_summary_shows_the_peak_minute_and_figures_readably(
+    reports_dir: Path, personas: dict[str, Client]
+) -> None:
+    run = traffic_run(reports_dir, 1000)
+    page = personas["viewer"].get(f"{PAGES}{run.id}/").content.decode()
+    peak = at(T0 + 60_000).strftime("%Y-%m-%d %H:%M UTC")
+    assert f"messages in the minute from {peak}" in page
+    assert ">42,000<" in page and ">27,000<" in page and "Producer connections" in page
+    assert f'data-sort="{T0 + 60_000}">{peak}</td>' in page  # the per-topic peak, sortable by time
+    # A run recorded before summaries carried epoch ms (ISO text) reads the same.
+    run.summary = {**run.summary, "peakMinute": {"minute": at(T0 + 60_000).isoformat(), "messages": 5}}
+    run.save()
+    page = personas["viewer"].get(f"{PAGES}{run.id}/").content.decode()
+    assert f"messages in the minute from {peak}" in page

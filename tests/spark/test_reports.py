@@ -92,19 +92,29 @@ def traffic_run(
         wait_for(lambda: _has_topic(cluster, f"%DLQ%{FAILING_GROUP}", 10), 60, "ten dead letters")
     finally:
         consumer.shutdown()
-    # A group that consumes half of TrafficA between two offset snapshots.
-    queues = admin_run(cluster.namesrv_addr, lambda admin: admin.topic_stats("TrafficA")).queues
-    _commit(cluster, READER_GROUP, {q.queue: 0 for q in queues})
-    record_history(cluster, history_dir)
-    halves = {q.queue: q.max_offset // 2 for q in queues}
-    _commit(cluster, READER_GROUP, halves)
-    time.sleep(0.01)
+    # A group that reads all of TrafficB (its counters record what the broker handed it).
+    reader = PushConsumer(READER_GROUP, cluster.namesrv_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    reader.subscribe("TrafficB").register_listener(lambda msgs: ConsumeStatus.CONSUME_SUCCESS)
+    reader.start()
+    try:
+        wait_for(
+            lambda: (
+                admin_run(
+                    cluster.namesrv_addr, lambda admin: admin.consume_stats(READER_GROUP, "TrafficB")
+                ).total_lag
+                == 0
+            ),
+            60,
+            "the reader to catch up",
+        )
+    finally:
+        reader.shutdown()
     record_history(cluster, history_dir)
     until = int(time.time() * 1000) + 1
     params = ReportParams("default", cluster.namesrv_addr, str(history_dir), "", since, until)
     tables, summary = traffic.run(spark, params)
     rows = {name: [r.asDict() for r in df.collect()] for name, df in tables.items()}
-    return {"sent": sent, "summary": summary, "rows": rows, "consumed": sum(halves.values()), "since": since}
+    return {"sent": sent, "summary": summary, "rows": rows, "consumed": 80, "since": since}
 
 
 def _has_topic(cluster: Servers, topic: str, count: int) -> bool:
@@ -187,16 +197,33 @@ def test_traffic_summary_retry_and_dlq_share_and_peak(cluster: Servers, traffic_
             per_minute[minute_of(m.store_timestamp)] += 1
     peak_minute, peak = max(per_minute.items(), key=lambda item: (item[1], -item[0].timestamp()))
     assert summary["peakMinute"] == {
-        "minute": peak_minute.isoformat().replace("+00:00", "Z"),
+        "minute": int(peak_minute.timestamp() * 1000),
         "messages": peak,
     }
 
 
-def test_consumption_per_group_is_the_offsets_committed(traffic_run: dict[str, Any]) -> None:
+def test_consumption_per_group_is_what_the_broker_handed_it(traffic_run: dict[str, Any]) -> None:
     rows = [r for r in traffic_run["rows"]["consumption_minute"] if r["group"] == READER_GROUP]
-    assert sum(r["consumed"] for r in rows) == traffic_run["consumed"] > 0
-    assert {r["topic"] for r in rows} == {"TrafficA"}
-    assert traffic_run["summary"]["consumed"] >= traffic_run["consumed"]
+    assert sum(r["consumed"] for r in rows) == traffic_run["consumed"]  # all of TrafficB
+    assert {r["topic"] for r in rows} == {"TrafficB"}
+    failing = [r for r in traffic_run["rows"]["consumption_minute"] if r["group"] == FAILING_GROUP]
+    # ten handed out from TrafficFail, then each once more from the retry topic
+    assert {r["topic"]: r["consumed"] for r in failing} == {"TrafficFail": 10, f"%RETRY%{FAILING_GROUP}": 10}
+    assert traffic_run["summary"]["consumed"] >= traffic_run["consumed"] + 20
+
+
+def test_producer_groups_are_counted_per_topic(traffic_run: dict[str, Any]) -> None:
+    """The groups, not their connections: the brokers count what each group had stored."""
+    rows = traffic_run["rows"]["producer_groups"]
+    by_topic: dict[str, dict[str, int]] = defaultdict(dict)
+    for r in rows:
+        by_topic[r["topic"]][r["group"]] = r["messages"]
+    assert by_topic["TrafficA"] == {"traffic-p0": 120, "traffic-p1": 80}
+    assert by_topic["TrafficB"] == {"traffic-p1": 50, "traffic-p2": 30}
+    assert by_topic["TrafficFail"] == {"traffic-fail-producer": 10}
+    ranks = sorted((r["rank"], r["group"]) for r in rows if r["topic"] == "TrafficA")
+    assert ranks == [(1, "traffic-p0"), (2, "traffic-p1")]
+    assert traffic_run["summary"]["producerGroups"] >= 4
 
 
 @pytest.fixture(scope="module")
