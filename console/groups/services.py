@@ -128,6 +128,20 @@ def filter_groups(
     )
 
 
+def topic_totals(queues: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per topic, the sums of the per-queue broker offsets, consumer offsets and lag: how far
+    the group got through each topic, summed the way the per-queue table reads."""
+    totals: dict[str, dict[str, Any]] = {}
+    for q in queues:
+        row = totals.setdefault(
+            q["topic"], {"topic": q["topic"], "brokerOffset": 0, "consumerOffset": 0, "lag": 0}
+        )
+        row["brokerOffset"] += q["brokerOffset"]
+        row["consumerOffset"] += max(0, q["consumerOffset"])
+        row["lag"] += q["lag"]
+    return [totals[t] for t in sorted(totals)]
+
+
 async def group_detail(admin: AdminClient, group: str) -> dict[str, Any]:
     """Per-queue progress, clients and subscriptions, and the subscription config per broker."""
     info = await admin.cluster_info()
@@ -162,6 +176,7 @@ async def group_detail(admin: AdminClient, group: str) -> dict[str, Any]:
         "group": group,
         "totalLag": lag,
         "consumeTps": tps,
+        "topics": topic_totals(queues),
         "online": connection is not None,
         "connection": connection,
         "queues": queues,
@@ -326,7 +341,8 @@ async def impact(admin: AdminClient, group: str) -> dict[str, Any]:
 def lag_trend(history_dir: Path, cluster: str, group: str, hours: int, now_ms: int) -> dict[str, Any]:
     """The group's lag over the last ``hours`` from the offset history (console/maintenance/
     history.py), per topic and minute: ``{"lag": {topic: [[minute_ms, messages]]},
-    "secondsBehind": {topic: [[minute_ms, seconds]]}}``.
+    "secondsBehind": {topic: [[minute_ms, seconds]]}, "since": ms, "until": ms}`` (the
+    window, so a chart spans it whatever the points).
 
     Each queue counts with its last snapshot of the minute; a topic's lag is the sum over its
     queues, its seconds behind the worst queue's (snapshot time minus the store time at the
@@ -353,4 +369,6 @@ def lag_trend(history_dir: Path, cluster: str, group: str, hours: int, now_ms: i
     return {
         "lag": {t: sorted([m, n] for m, n in points.items()) for t, points in sorted(lag.items())},
         "secondsBehind": {t: sorted([m, s] for m, s in pts.items()) for t, pts in sorted(behind.items())},
+        "since": since,
+        "until": now_ms,
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,6 +16,7 @@ from console.core.apiviews import ClusterAPIView, documented
 from console.core.brokers import on_every_master
 from console.topics import services
 from console.topics.serializers import TestMessage, TopicWrite
+from nameserver import traffic
 
 PAGE_SIZE_MAX = 500
 PERMS = {"RW": PERM_READ | PERM_WRITE, "R-": PERM_READ, "-W": PERM_WRITE, "--": 0}
@@ -92,14 +94,17 @@ class TopicList(TopicWriter):
 
 
 class TopicDetail(TopicWriter):
-    """GET: route, per-queue offsets and retention span, consumers.  PUT: update.
+    """GET: route, per-queue offsets and retention span, consumers, and ``storedToday``
+    (messages stored today, UTC, by the counters the dashboard reads).  PUT: update.
     DELETE (admin role): delete everywhere, only with ``?confirm=<topic>`` after the impact check."""
 
     needs = {"DELETE": "admin"}
 
-    @documented("One topic: route, queues, consumers")
+    @documented("One topic: route, queues, consumers, messages stored today")
     def get(self, request: Request, cluster: str, topic: str) -> Response:
-        return Response(self.admin(lambda admin: services.topic_detail(admin, topic)))
+        detail = self.admin(lambda admin: services.topic_detail(admin, topic))
+        detail["storedToday"] = traffic.topic_today(settings.QUIVER["HISTORY_DIR"], cluster, topic)
+        return Response(detail)
 
     @documented("Update a topic", request=TopicWrite)
     def put(self, request: Request, cluster: str, topic: str) -> Response:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -20,6 +21,7 @@ from console.core.pages import ask, cluster_for, context
 from console.topics import services
 from console.topics.api import PERMS
 from console.topics.serializers import TOPIC_NAME_HTML_PATTERN, TOPIC_NAME_RULE, TestMessage, TopicWrite
+from nameserver import traffic
 
 
 @login_required
@@ -65,6 +67,8 @@ def topic_detail(request: HttpRequest, cluster: str, topic: str) -> HttpResponse
             f"There is no topic {topic!r} in this cluster. The Topics page lists those it has; "
             "an operator can create it there."
         )
+    if detail is not None:
+        detail["storedToday"] = traffic.topic_today(settings.QUIVER["HISTORY_DIR"], ref.name, topic)
     impact = None
     if detail is not None and allowed(request.user, cluster, "admin"):
         impact, _ = ask(ref, lambda admin: services.impact(admin, topic))

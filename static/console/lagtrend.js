@@ -12,7 +12,8 @@
       tooltip: { trigger: "axis" },
       legend: { type: "scroll", data: names },
       grid: { left: 70, right: 20 },
-      xAxis: { type: "time" },
+      // The axis spans the chosen window (1 h ... 7 d), not just the points drawn.
+      xAxis: { type: "time", min: data.since, max: data.until },
       yAxis: { type: "value", name: box.dataset.unit },
       series: names.map((name) => ({ name, type: "line", showSymbol: false, data: series[name] })),
     });
