@@ -190,6 +190,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
@@ -211,6 +212,10 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Static files, compressed (gzip) and with cache headers: see STATIC_ROOT below.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Pages and API answers gzipped for a browser that accepts it (static files never reach
+    # here: WhiteNoise answers them above).  Django's own middleware pads each answer with
+    # random bytes against BREACH, and the CSRF token is masked per answer.
+    "django.middleware.gzip.GZipMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -283,7 +288,8 @@ WHITENOISE_MAX_AGE = envint("QUIVER_STATIC_MAX_AGE", 3600)
 # Events cross processes through Redis when the platform gives one (``up`` always does);
 # a console started alone, or under test, keeps them in its own process.
 CHANNEL_LAYERS = {
-    "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+    # channels-redis, quiet when a socket idles or Redis is slow or away (console/core/redis.py).
+    "default": {"BACKEND": "console.core.redis.ChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
     if "REDIS_URL" in os.environ
     else {"BACKEND": "channels.layers.InMemoryChannelLayer"}
 }
