@@ -138,7 +138,9 @@ class CallCounter:
         AdminClient._send = counted  # type: ignore[method-assign]
 
 
-def timed(client: Any, counter: CallCounter, url: str, runs: int) -> dict[str, Any]:
+def timed(client: Any, counter: CallCounter, url: str, runs: int) -> tuple[dict[str, Any], Any]:
+    """GET ``url`` ``runs`` times: the median and worst server time, the most broker requests
+    one load made, and the last response (which must be a 200)."""
     times, calls = [], []
     for _ in range(runs):
         before = counter.count
@@ -147,13 +149,12 @@ def timed(client: Any, counter: CallCounter, url: str, runs: int) -> dict[str, A
         times.append((time.perf_counter() - started) * 1000)
         calls.append(counter.count - before)
         assert response.status_code == 200, (url, response.status_code, response.content[:300])
-    body = response.json()
-    return {
+    figures = {
         "medianMs": round(statistics.median(times), 1),
         "maxMs": round(max(times), 1),
         "brokerCalls": max(calls),
-        "body": body,
     }
+    return figures, response
 
 
 def api_figures(namesrv_addr: str, args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
@@ -172,9 +173,14 @@ def api_figures(namesrv_addr: str, args: argparse.Namespace) -> tuple[dict[str, 
     client.force_login(user)
     api = "/api/clusters/default/"
     client.get(api + "topics/?page_size=50")  # warm: connections, route cache
-    topics = timed(client, counter, api + "topics/?page_size=50&type=all", 5)
-    groups = timed(client, counter, api + "groups/?page_size=50&sort=-lag", 5)
-    keys = timed(client, counter, api + f"messages/by-key/?topic=KEYS&key=key-{args.messages // 2}", 5)
+    topics, answer = timed(client, counter, api + "topics/?page_size=50&type=all", 5)
+    topics["body"] = answer.json()
+    groups, answer = timed(client, counter, api + "groups/?page_size=50&sort=-lag", 5)
+    groups["body"] = answer.json()
+    keys, answer = timed(
+        client, counter, api + f"messages/by-key/?topic=KEYS&key=key-{args.messages // 2}", 5
+    )
+    keys["body"] = answer.json()
     assert topics["body"]["count"] >= args.topics, topics["body"]["count"]
     assert groups["body"]["count"] >= args.groups, groups["body"]["count"]
     assert len(keys["body"]["messages"]) == 1
@@ -363,13 +369,7 @@ def measure_pages(runs: int) -> dict[str, Any]:
         if response.status_code == 404:
             pages[name] = {"url": url, "status": 404, "note": "no such page at this revision"}
             continue
-        times, calls = [], []
-        for _ in range(runs):
-            before = counter.count
-            started = time.perf_counter()
-            response = client.get(url)
-            times.append((time.perf_counter() - started) * 1000)
-            calls.append(counter.count - before)
+        figures, response = timed(client, counter, url, runs)
         sent_html = response.content
         raw_html = gzip.decompress(sent_html) if response.get("Content-Encoding") == "gzip" else sent_html
         links = AssetLinks()
@@ -385,9 +385,7 @@ def measure_pages(runs: int) -> dict[str, Any]:
         pages[name] = {
             "url": url,
             "status": response.status_code,
-            "medianMs": round(statistics.median(times), 1),
-            "maxMs": round(max(times), 1),
-            "brokerCalls": max(calls),
+            **figures,
             "htmlBytes": len(raw_html),
             "htmlSent": len(sent_html),
             "htmlGzip": len(gzip.compress(raw_html, 6)),

@@ -5,13 +5,12 @@ many went back."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
 
-from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
-from broker_core.store.message import MessageExt
+from broker_core.client.consumer.push import PushConsumer
+from tests.listeners import AlwaysFails
 from tests.servers import wait_for
 
 from .conftest import Console
@@ -22,19 +21,6 @@ C = "/clusters/default"
 TOPIC = "DlqFlowTopic"
 GROUP = "dlq-flow-group"
 DEAD = 5
-
-
-class AlwaysFails:
-    """Never takes a message: with no retries allowed, each one goes to the group's DLQ."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.lock = threading.Lock()
-
-    def __call__(self, msgs: list[MessageExt]) -> ConsumeStatus:
-        with self.lock:
-            self.calls += len(msgs)
-        return ConsumeStatus.RECONSUME_LATER
 
 
 def dead_letter(console: Console) -> None:

@@ -7,7 +7,6 @@ the same task, one outcome per message."""
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,13 +14,13 @@ import pytest
 from django.test import Client
 
 from broker_core.broker.topics import TopicConfig
-from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
+from broker_core.client.consumer.push import PushConsumer
 from broker_core.client.message import Message
 from broker_core.client.producer.producer import Producer
-from broker_core.store.message import MessageExt
 from console.core.brokers import admin_call
 from console.core.models import LongTask
 from console.dlq.tasks import long_resend_dlq
+from tests.listeners import AlwaysFails
 from tests.servers import wait_for
 
 from .conftest import Servers
@@ -41,19 +40,6 @@ def text_of(response: Any) -> str:
 def stored(namesrv_addr: str, topic: str) -> int:
     """What the broker stores of ``topic`` (max - min offset over its queues)."""
     return int(admin_call(namesrv_addr, lambda admin: admin.topic_stats(topic)).total_messages)
-
-
-class AlwaysFails:
-    """A listener that never takes a message: with no retries allowed, each one dead-letters."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.lock = threading.Lock()
-
-    def __call__(self, msgs: list[MessageExt]) -> ConsumeStatus:
-        with self.lock:
-            self.calls += len(msgs)
-        return ConsumeStatus.RECONSUME_LATER
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,16 @@ def _tps(stats_rate: float) -> str:
     return f"{stats_rate:.2f}"
 
 
+def _by_group(
+    totals: dict[tuple[str, str], int], mornings: dict[tuple[str, str], int]
+) -> list[dict[str, Any]]:
+    """Counters keyed by (group, topic) as the snapshot lists them, each with its morning."""
+    return [
+        {"group": group, "topic": topic, "total": total, "morning": mornings.get((group, topic), 0)}
+        for (group, topic), total in sorted(totals.items())
+    ]
+
+
 class StatsProcessor:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
@@ -165,24 +175,8 @@ class StatsProcessor:
             "onlineGroups": online,
             "topicPuts": dict(sorted(totals.puts.items())),
             "topicPutsMorning": dict(sorted(totals.puts_morning.items())),
-            "groupGets": [
-                {
-                    "group": group,
-                    "topic": topic,
-                    "total": total,
-                    "morning": totals.gets_morning.get((group, topic), 0),
-                }
-                for (group, topic), total in sorted(totals.gets.items())
-            ],
-            "producerPuts": [
-                {
-                    "group": group,
-                    "topic": topic,
-                    "total": total,
-                    "morning": totals.produced_morning.get((group, topic), 0),
-                }
-                for (group, topic), total in sorted(totals.produced.items())
-            ],
+            "groupGets": _by_group(totals.gets, totals.gets_morning),
+            "producerPuts": _by_group(totals.produced, totals.produced_morning),
         }
         return request.response(body=orjson.dumps(body))
 
