@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from broker_core.store import message  # noqa: E402
-from broker_core.store.message import (  # noqa: E402
+from broker_core.model import message  # noqa: E402
+from broker_core.model.message import (  # noqa: E402
     MessageExt,
     MessageInner,
     encode_host,

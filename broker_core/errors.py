@@ -39,7 +39,9 @@ class ResponseError(BrokerCoreError):
     most specific subclass for a code received from a peer.
     """
 
-    code: ClassVar[int] = 1  # SYSTEM_ERROR
+    # SYSTEM_ERROR; a subclass sets its own, and an instance made ``for_code`` carries the
+    # code it was received with (an instance attribute, hence no ClassVar).
+    code: int = 1
     retriable: ClassVar[bool] = False
     _registry: ClassVar[dict[int, type[ResponseError]]] = {}
 
@@ -51,7 +53,7 @@ class ResponseError(BrokerCoreError):
         super().__init__(remark)
         self.remark = remark
         if code is not None:
-            self.code = code  # type: ignore[misc]
+            self.code = code
 
     @classmethod
     def for_code(cls, code: int, remark: str = "") -> ResponseError:

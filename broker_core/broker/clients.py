@@ -13,12 +13,13 @@ broker's housekeeping calls every 10 s.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker_core.model.hashcode import tags_code
 from broker_core.remoting.codes import RequestCode
 from broker_core.remoting.command import RemotingCommand
-from broker_core.store.hashcode import tags_code
 from broker_core.tags import parse_tags
 
 log = logging.getLogger(__name__)
@@ -174,16 +175,17 @@ class ClientTables:
             for client_id in [cid for cid, client in members.items() if client.conn is conn]:
                 del members[client_id]
                 changed.append(group)
-        for members in self.producers.values():
-            for client_id in [cid for cid, c in members.items() if c.conn is conn]:
-                del members[client_id]
+        for producers in self.producers.values():
+            for client_id in [cid for cid, c in producers.items() if c.conn is conn]:
+                del producers[client_id]
         return changed
 
     def expire_idle(self, now_ms: int, max_idle_ms: int = CHANNEL_EXPIRED_MS) -> list[str]:
         """Drop clients whose last heartbeat is older than ``max_idle_ms`` and close their
         connections; return the consumer groups that lost a member."""
         stale_conns = []
-        for table in (*self.consumers.values(), *self.producers.values()):
+        tables: list[Mapping[str, ClientChannel]] = [*self.consumers.values(), *self.producers.values()]
+        for table in tables:
             for client in table.values():
                 if now_ms - client.last_update_ms > max_idle_ms:
                     stale_conns.append(client.conn)

@@ -41,9 +41,10 @@ from broker_core.broker.processors.stats import StatsProcessor
 from broker_core.broker.processors.transaction import EndTransactionProcessor
 from broker_core.broker.registration import BrokerRegistration
 from broker_core.broker.stats import BrokerStats
-from broker_core.broker.topics import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
+from broker_core.broker.topics import TopicConfigManager
 from broker_core.broker.transaction import TransactionService
 from broker_core.config import BrokerConfig, StoreConfig
+from broker_core.model.topicconfig import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.server import RemotingServer

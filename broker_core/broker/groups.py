@@ -1,5 +1,6 @@
-"""Subscription groups: per consumer group settings (RocketMQ ``SubscriptionGroupConfig`` and
-``SubscriptionGroupManager``).
+"""Subscription groups: per consumer group settings (RocketMQ ``SubscriptionGroupManager``).
+The config value is ``broker_core.model.groupconfig``'s, shared with the clients and
+re-exported here.
 
 Saved as ``<store root>/config/subscriptionGroup.json``::
 
@@ -18,113 +19,41 @@ Thread-safe: every method takes the manager's lock; configs are immutable values
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any
 
-from broker_core.store.configfile import (
-    VersionedConfigTable,
-    json_bool,
-    json_int,
-    json_str,
+from broker_core.model.groupconfig import (
+    MASTER_ID,
+    GroupName,
+    SubscriptionGroupConfig,
+    SubscriptionGroupConfigJson,
 )
+from broker_core.store.configfile import VersionedConfigTable
 from broker_core.topics import (
     CID_RMQ_SYS_PREFIX,
     FILTERSRV_CONSUMER_GROUP,
     SELF_TEST_CONSUMER_GROUP,
     TOOLS_CONSUMER_GROUP,
-    group_problem,
 )
 
+__all__ = [
+    "BUILT_IN_CONSUMER_GROUPS",
+    "MASTER_ID",
+    "SUBSCRIPTION_GROUP_FILE",
+    "GroupName",
+    "SubscriptionGroupConfig",
+    "SubscriptionGroupConfigJson",
+    "SubscriptionGroupManager",
+    "group_not_exist_remark",
+    "is_built_in_consumer_group",
+]
+
 SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json"
-MASTER_ID = 0
 
 # Groups RocketMQ's own tools consume with (names in broker_core/topics.py): known on every
 # broker, never stored, so browsing messages works whatever autoCreateSubscriptionGroup says.
 BUILT_IN_CONSUMER_GROUPS = frozenset(
     {TOOLS_CONSUMER_GROUP, FILTERSRV_CONSUMER_GROUP, SELF_TEST_CONSUMER_GROUP}
 )
-
-GroupName = str
-
-
-class SubscriptionGroupConfigJson(TypedDict):
-    groupName: str
-    consumeEnable: bool
-    consumeFromMinEnable: bool
-    consumeBroadcastEnable: bool
-    retryQueueNums: int
-    retryMaxTimes: int
-    brokerId: int
-    whichBrokerWhenConsumeSlowly: int
-    notifyConsumerIdsChangedEnable: bool
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriptionGroupConfig:
-    """How one consumer group may consume from this broker.
-
-    ``retry_max_times`` is how often a message is redelivered before it goes to the
-    group's DLQ; ``retry_queue_nums`` is the queue count of its ``%RETRY%`` topic.
-    ``broker_id`` is where the group pulls from (0 = the master) and
-    ``which_broker_when_consume_slowly`` where it is sent when it falls far behind.
-    """
-
-    group_name: GroupName
-    consume_enable: bool = True
-    consume_from_min_enable: bool = True
-    consume_broadcast_enable: bool = True
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16
-    broker_id: int = MASTER_ID
-    which_broker_when_consume_slowly: int = 1
-    notify_consumer_ids_changed_enable: bool = True
-
-    def problem(self) -> str | None:
-        """Return why this config may not be stored, or None when it may."""
-        name_problem = group_problem(self.group_name)
-        if name_problem is not None:
-            return name_problem
-        for label, value in (
-            ("retryQueueNums", self.retry_queue_nums),
-            ("retryMaxTimes", self.retry_max_times),
-            ("brokerId", self.broker_id),
-            ("whichBrokerWhenConsumeSlowly", self.which_broker_when_consume_slowly),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                return f"{label} of group {self.group_name!r} must be a non-negative integer, not {value!r}"
-        return None
-
-    def to_json(self) -> SubscriptionGroupConfigJson:
-        return {
-            "groupName": self.group_name,
-            "consumeEnable": self.consume_enable,
-            "consumeFromMinEnable": self.consume_from_min_enable,
-            "consumeBroadcastEnable": self.consume_broadcast_enable,
-            "retryQueueNums": self.retry_queue_nums,
-            "retryMaxTimes": self.retry_max_times,
-            "brokerId": self.broker_id,
-            "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
-            "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
-        }
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> SubscriptionGroupConfig:
-        """Build from RocketMQ's camelCase JSON; absent fields take their defaults.
-
-        Raises ``ValueError`` for a field of the wrong type; unknown keys (the Java
-        broker's ``groupRetryPolicy``, ``attributes``, ...) are ignored.
-        """
-        return cls(
-            group_name=json_str(obj, "groupName"),
-            consume_enable=json_bool(obj, "consumeEnable", True),
-            consume_from_min_enable=json_bool(obj, "consumeFromMinEnable", True),
-            consume_broadcast_enable=json_bool(obj, "consumeBroadcastEnable", True),
-            retry_queue_nums=json_int(obj, "retryQueueNums", 1),
-            retry_max_times=json_int(obj, "retryMaxTimes", 16),
-            broker_id=json_int(obj, "brokerId", MASTER_ID),
-            which_broker_when_consume_slowly=json_int(obj, "whichBrokerWhenConsumeSlowly", 1),
-            notify_consumer_ids_changed_enable=json_bool(obj, "notifyConsumerIdsChangedEnable", True),
-        )
 
 
 class SubscriptionGroupManager(VersionedConfigTable[SubscriptionGroupConfig]):

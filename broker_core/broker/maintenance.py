@@ -48,21 +48,19 @@ from functools import partial
 from typing import Any
 
 from broker_core.config import BrokerConfig
+from broker_core.model.maintenance import (
+    BROKER,
+    DELAY_SCAN,
+    FILE_EXPIRY,
+    JOBS,
+    OFFSET_PERSISTENCE,
+    PLATFORM,
+)
 from broker_core.store.cleanup import ExpiryReport
 from broker_core.store.store import MessageStore
 
 log = logging.getLogger(__name__)
 
-DELAY_SCAN = "delay_scan"
-FILE_EXPIRY = "file_expiry"
-OFFSET_PERSISTENCE = "offset_persistence"
-JOBS = (DELAY_SCAN, FILE_EXPIRY, OFFSET_PERSISTENCE)
-
-# Who ran a job.
-PLATFORM = "platform"
-BROKER = "broker"
-MANUAL = "manual"
-RUNNERS = (PLATFORM, BROKER, MANUAL)
 
 # standaloneMaintenance values.
 AUTO = "auto"

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker_core.broker.groups import SubscriptionGroupConfig
-from broker_core.broker.topics import PERM_READ, PERM_WRITE, TopicConfig
+from broker_core.model.groupconfig import SubscriptionGroupConfig
+from broker_core.model.topicconfig import PERM_READ, PERM_WRITE, TopicConfig
 from broker_core.topics import RETRY_GROUP_TOPIC_PREFIX
 
 if TYPE_CHECKING:

@@ -1,5 +1,6 @@
 """Topic configs: queue counts and permissions of every topic on this broker (RocketMQ
-``TopicConfig``, ``PermName`` and ``TopicConfigManager``).
+``TopicConfigManager``).  The config values and permission bits are
+``broker_core.model.topicconfig``'s, shared with the clients; they are re-exported here.
 
 Saved as ``<store root>/config/topics.json``::
 
@@ -23,126 +24,50 @@ Thread-safe: every method takes the manager's lock; configs are immutable values
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Any
 
-from broker_core.store.configfile import (
-    VersionedConfigTable,
-    json_bool,
-    json_int,
-    json_str,
+from broker_core.model.topicconfig import (
+    DEFAULT_READ_QUEUE_NUMS,
+    DEFAULT_WRITE_QUEUE_NUMS,
+    MAX_QUEUE_NUMS,
+    PERM_INHERIT,
+    PERM_MAX,
+    PERM_PRIORITY,
+    PERM_READ,
+    PERM_WRITE,
+    TOPIC_FILTER_TYPES,
+    TopicConfig,
+    TopicConfigJson,
+    TopicFilterType,
+    TopicName,
+    is_inherited,
+    is_readable,
+    is_writeable,
 )
-from broker_core.topics import topic_problem
+from broker_core.store.configfile import VersionedConfigTable
 
 TOPICS_FILE = "topics.json"
 
-# Permission bits (RocketMQ PermName).
-PERM_PRIORITY = 8
-PERM_READ = 4
-PERM_WRITE = 2
-PERM_INHERIT = 1
-PERM_MAX = 15  # every bit set
-
-DEFAULT_READ_QUEUE_NUMS = 16
-DEFAULT_WRITE_QUEUE_NUMS = 16
-MAX_QUEUE_NUMS = 1024
-
-TopicFilterType = Literal["SINGLE_TAG", "MULTI_TAG"]
-TOPIC_FILTER_TYPES: frozenset[str] = frozenset({"SINGLE_TAG", "MULTI_TAG"})
-TopicName = str
-
-
-def is_readable(perm: int) -> bool:
-    return perm & PERM_READ == PERM_READ
-
-
-def is_writeable(perm: int) -> bool:
-    return perm & PERM_WRITE == PERM_WRITE
-
-
-def is_inherited(perm: int) -> bool:
-    return perm & PERM_INHERIT == PERM_INHERIT
-
-
-class TopicConfigJson(TypedDict):
-    topicName: str
-    readQueueNums: int
-    writeQueueNums: int
-    perm: int
-    topicFilterType: str
-    topicSysFlag: int
-    order: bool
-
-
-@dataclass(frozen=True, slots=True)
-class TopicConfig:
-    """One topic's queue counts and permissions.
-
-    Producers write to queues ``0 .. write_queue_nums-1``; consumers are given queues
-    ``0 .. read_queue_nums-1``.  ``perm`` is a set of ``PERM_*`` bits.
-    """
-
-    topic_name: TopicName
-    read_queue_nums: int = DEFAULT_READ_QUEUE_NUMS
-    write_queue_nums: int = DEFAULT_WRITE_QUEUE_NUMS
-    perm: int = PERM_READ | PERM_WRITE
-    topic_filter_type: TopicFilterType = "SINGLE_TAG"
-    topic_sys_flag: int = 0
-    order: bool = False
-
-    @property
-    def readable(self) -> bool:
-        return is_readable(self.perm)
-
-    @property
-    def writeable(self) -> bool:
-        return is_writeable(self.perm)
-
-    def problem(self) -> str | None:
-        """Return why this config may not be stored, or None when it may."""
-        name_problem = topic_problem(self.topic_name)
-        if name_problem is not None:
-            return name_problem
-        counts = (("readQueueNums", self.read_queue_nums), ("writeQueueNums", self.write_queue_nums))
-        for label, count in counts:
-            if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_QUEUE_NUMS:
-                return f"{label} of topic {self.topic_name!r} must be 1..{MAX_QUEUE_NUMS}, not {count!r}"
-        if isinstance(self.perm, bool) or not isinstance(self.perm, int) or not 0 <= self.perm <= PERM_MAX:
-            return f"perm of topic {self.topic_name!r} must be 0..{PERM_MAX}, not {self.perm!r}"
-        if self.topic_filter_type not in TOPIC_FILTER_TYPES:
-            return f"topicFilterType of topic {self.topic_name!r} must be SINGLE_TAG or MULTI_TAG"
-        return None
-
-    def to_json(self) -> TopicConfigJson:
-        return {
-            "topicName": self.topic_name,
-            "readQueueNums": self.read_queue_nums,
-            "writeQueueNums": self.write_queue_nums,
-            "perm": self.perm,
-            "topicFilterType": self.topic_filter_type,
-            "topicSysFlag": self.topic_sys_flag,
-            "order": self.order,
-        }
-
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> TopicConfig:
-        """Build from RocketMQ's camelCase JSON; absent fields take their defaults.
-
-        Raises ``ValueError`` for a field of the wrong type or an unknown filter type.
-        Unknown keys (the Java broker's ``attributes``, ...) are ignored.
-        """
-        filter_type = json_str(obj, "topicFilterType", "SINGLE_TAG")
-        if filter_type not in TOPIC_FILTER_TYPES:
-            raise ValueError(f"topicFilterType must be SINGLE_TAG or MULTI_TAG, not {filter_type!r}")
-        return cls(
-            topic_name=json_str(obj, "topicName"),
-            read_queue_nums=json_int(obj, "readQueueNums", DEFAULT_READ_QUEUE_NUMS),
-            write_queue_nums=json_int(obj, "writeQueueNums", DEFAULT_WRITE_QUEUE_NUMS),
-            perm=json_int(obj, "perm", PERM_READ | PERM_WRITE),
-            topic_filter_type=filter_type,  # type: ignore[arg-type]  # checked above
-            topic_sys_flag=json_int(obj, "topicSysFlag", 0),
-            order=json_bool(obj, "order", False),
-        )
+__all__ = [
+    "DEFAULT_READ_QUEUE_NUMS",
+    "DEFAULT_WRITE_QUEUE_NUMS",
+    "MAX_QUEUE_NUMS",
+    "PERM_INHERIT",
+    "PERM_MAX",
+    "PERM_PRIORITY",
+    "PERM_READ",
+    "PERM_WRITE",
+    "TOPICS_FILE",
+    "TOPIC_FILTER_TYPES",
+    "TopicConfig",
+    "TopicConfigJson",
+    "TopicConfigManager",
+    "TopicFilterType",
+    "TopicName",
+    "is_inherited",
+    "is_readable",
+    "is_writeable",
+]
 
 
 class TopicConfigManager(VersionedConfigTable[TopicConfig]):

@@ -18,9 +18,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from broker_core.aio import stop_task
-from broker_core.remoting.codes import RequestCode
-from broker_core.remoting.command import RemotingCommand
-from broker_core.store.message import (
+from broker_core.model.message import (
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -34,10 +32,13 @@ from broker_core.store.message import (
     MessageInner,
     finish_record,
 )
+from broker_core.remoting.codes import RequestCode
+from broker_core.remoting.command import RemotingCommand
 from broker_core.topics import RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC
 
 if TYPE_CHECKING:
     from broker_core.broker.controller import BrokerController
+    from broker_core.store.store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,8 @@ class TransactionService:
         self._task: asyncio.Task[None] | None = None
 
     @property
-    def _store(self):  # type: ignore[no-untyped-def]
+    def _store(self) -> MessageStore:
+        """The broker's store; the service runs only once the broker has opened it."""
         assert self.broker.store is not None
         return self.broker.store
 
@@ -218,7 +220,7 @@ class TransactionService:
 
     @staticmethod
     def _decode(raw: bytes) -> MessageExt | None:
-        from broker_core.store.message import RecordFormatError, decode_record
+        from broker_core.model.message import RecordFormatError, decode_record
 
         try:
             return decode_record(raw)
@@ -265,6 +267,6 @@ class TransactionService:
 
 
 def _op_body(raw: bytes) -> int:
-    from broker_core.store.message import decode_record
+    from broker_core.model.message import decode_record
 
     return int(decode_record(raw).body.decode())

@@ -17,15 +17,15 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
-from broker_core.broker.groups import SubscriptionGroupConfig
-from broker_core.broker.topics import TopicConfig
 from broker_core.cli.args import TIMESTAMP_FORMATS, format_timestamp, parse_bool, parse_timestamp
 from broker_core.cli.output import Output, key_values, message_json, message_text, table
 from broker_core.client.admin import MAINTENANCE_JOBS, AdminClient
 from broker_core.errors import AdminError, BrokerCoreError
-from broker_core.store.message import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+from broker_core.model.groupconfig import SubscriptionGroupConfig
+from broker_core.model.message import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+from broker_core.model.topicconfig import TopicConfig
 
 log = logging.getLogger(__name__)
 
@@ -409,6 +409,13 @@ async def query_msg_by_id(admin: AdminClient, args: argparse.Namespace) -> Outpu
     return Output(message_json(msg), message_text(msg))
 
 
+class _Window(TypedDict, total=False):
+    """The time window of a key query; a bound left out is the client's default."""
+
+    begin_ms: int
+    end_ms: int
+
+
 @command(
     "queryMsgByKey",
     "find a topic's messages by key",
@@ -419,7 +426,7 @@ async def query_msg_by_id(admin: AdminClient, args: argparse.Namespace) -> Outpu
     arg("-c", "--maxNum", dest="max_num", type=int, default=64, help="most messages per broker"),
 )
 async def query_msg_by_key(admin: AdminClient, args: argparse.Namespace) -> Output:
-    window: dict[str, int] = {"begin_ms": args.begin}
+    window: _Window = {"begin_ms": args.begin}
     if args.end is not None:
         window["end_ms"] = args.end
     messages = await admin.query_by_key(args.topic, args.key, max_num=args.max_num, **window)
@@ -526,7 +533,7 @@ async def run_maintenance(admin: AdminClient, args: argparse.Namespace) -> Outpu
 )
 async def maintenance_status(admin: AdminClient, args: argparse.Namespace) -> Output:
     status = await admin.maintenance_status(args.broker_addr)
-    rows = [("standaloneMaintenance", status.mode)]
+    rows: list[tuple[str, object]] = [("standaloneMaintenance", status.mode)]
     for job, state in status.jobs.items():
         driver = "broker (fallback: no platform pass within the lease)" if state.fallback else state.driver
         last = state.last_run

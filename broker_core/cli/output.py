@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from broker_core.cli.args import format_timestamp
-from broker_core.store.message import (
+from broker_core.model.message import (
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,

@@ -32,9 +32,17 @@ import uvloop
 
 from broker_core.client.adminmodels import as_message_queue
 from broker_core.client.config import ClientConfig
+from broker_core.client.requests import BrokerRequests
 from broker_core.client.routes import TopicRoute
 from broker_core.errors import BrokerRefusedError, ClientError, NoRouteError
 from broker_core.messagequeue import MessageQueue
+from broker_core.model.groupconfig import MASTER_ID
+from broker_core.model.message import (
+    PROPERTY_PRODUCER_GROUP,
+    RecordFormatError,
+    decode_properties,
+    decode_record,
+)
 from broker_core.remoting import fastjson
 from broker_core.remoting.acl import sign_request
 from broker_core.remoting.blocking import BlockingChannels
@@ -42,13 +50,8 @@ from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.errors import RemotingError
+from broker_core.remoting.headers import CONSUMER_GROUP
 from broker_core.remoting.server import Handler
-from broker_core.store.message import (
-    PROPERTY_PRODUCER_GROUP,
-    RecordFormatError,
-    decode_properties,
-    decode_record,
-)
 
 if TYPE_CHECKING:
     from broker_core.client.producer.producer import Producer
@@ -56,7 +59,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-MASTER_ID = 0
 PROPERTY_CORRELATION_ID = "CORRELATION_ID"  # RocketMQ MessageConst: pairs a reply with its request
 
 
@@ -129,6 +131,8 @@ class ClientInstance:
         self._inner_producer: Producer | None = None
         # Sockets of threads that block on their own requests (synchronous sends).
         self._blocking = BlockingChannels(connect_timeout=config.request_timeout_ms / 1000)
+        # Typed broker requests (pull, consumer list...) over ``invoke``.
+        self.requests = BrokerRequests(self.invoke)
 
     # -- the loop thread -------------------------------------------------------------------
 
@@ -152,7 +156,7 @@ class ClientInstance:
 
     def _on_consumer_ids_changed(self, request: RemotingCommand, conn: Any) -> None:
         """A broker says a group's members changed: that group's consumer rebalances now."""
-        member = self.consumers.get(request.ext_fields.get("consumerGroup", ""))
+        member = self.consumers.get(request.ext_fields.get(CONSUMER_GROUP, ""))
         notify = getattr(member, "on_consumer_ids_changed", None)
         if notify is not None:
             notify()
@@ -178,7 +182,7 @@ class ClientInstance:
 
     def _on_running_info(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
         """A console asks a consumer of ours about itself (relayed by the broker)."""
-        member = self.consumers.get(request.ext_fields.get("consumerGroup", ""))
+        member = self.consumers.get(request.ext_fields.get(CONSUMER_GROUP, ""))
         info = getattr(member, "running_info", None)
         if info is None:
             return request.response(ResponseCode.SYSTEM_ERROR, "no consumer of that group in this client")
@@ -187,7 +191,7 @@ class ClientInstance:
     async def _on_consume_message_directly(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
         """A console has a consumer of ours consume one message now (relayed by the broker):
         its listener runs once, off the loop, and its ConsumeMessageDirectlyResult is the body."""
-        group = request.ext_fields.get("consumerGroup", "")
+        group = request.ext_fields.get(CONSUMER_GROUP, "")
         member = self.consumers.get(group)
         if member is None:
             return request.response(
@@ -517,7 +521,7 @@ class ClientInstance:
         if table.get(member.group) is not member:
             return
         del table[member.group]
-        field = "consumerGroup" if consumer else "producerGroup"
+        field = CONSUMER_GROUP if consumer else "producerGroup"
         await self._each_broker(
             lambda: RemotingCommand.request(
                 RequestCode.UNREGISTER_CLIENT, {"clientID": self.client_id, field: member.group}
@@ -617,17 +621,3 @@ def _settle_future(future: concurrent.futures.Future[Any], task: asyncio.Task[An
         future.set_exception(error)
     else:
         future.set_result(task.result())
-
-
-def refused(addr: str, what: str, response: RemotingCommand) -> BrokerRefusedError:
-    """The error for a broker's refusal of ``what``, keeping its code and remark."""
-    try:
-        name = ResponseCode(response.code).name
-    except ValueError:
-        name = f"code {response.code}"
-    return BrokerRefusedError(
-        f"{addr} refused {what}: {name} {response.remark or ''}".rstrip(),
-        code=response.code,
-        remark=response.remark or "",
-        addr=addr,
-    )

@@ -16,27 +16,20 @@ Thread-safety: one scan per event loop task; the ``AdminClient`` may be shared.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from broker_core.client.adminmessages import PULL_BATCH, PULL_FLAG_SUBSCRIPTION
+from broker_core.client.admin.messages import PULL_BATCH
 from broker_core.errors import AdminError
 from broker_core.messagequeue import MessageQueue
-from broker_core.remoting.codes import RequestCode, ResponseCode
-from broker_core.store.message import MessageExt, iter_records
-from broker_core.topics import TOOLS_CONSUMER_GROUP
+from broker_core.model.message import MessageExt, iter_records
+from broker_core.remoting.codes import ResponseCode
 
 if TYPE_CHECKING:
     from broker_core.client.admin import AdminClient
 
 DEFAULT_PIPELINE_DEPTH = 8
-_ACCEPT = (
-    ResponseCode.SUCCESS,
-    ResponseCode.PULL_NOT_FOUND,
-    ResponseCode.PULL_RETRY_IMMEDIATELY,
-    ResponseCode.PULL_OFFSET_MOVED,
-)
 # A window that keeps coming back empty without moving (a broker bug, a racing expiry)
 # is given up after this many pulls rather than looping.
 _MAX_STUCK_PULLS = 3
@@ -56,21 +49,8 @@ async def _pull(
     admin: AdminClient, addr: str, queue: MessageQueue, offset: int, count: int
 ) -> tuple[int, int, bytes]:
     """One tool pull: (response code, next begin offset, body)."""
-    fields = {
-        "consumerGroup": TOOLS_CONSUMER_GROUP,
-        "topic": queue.topic,
-        "queueId": queue.queue_id,
-        "queueOffset": offset,
-        "maxMsgNums": count,
-        "sysFlag": PULL_FLAG_SUBSCRIPTION,
-        "commitOffset": 0,
-        "suspendTimeoutMillis": 0,
-        "subscription": "*",
-        "subVersion": 0,
-    }
-    response = await admin._invoke(addr, RequestCode.PULL_MESSAGE, fields, accept=_ACCEPT)
-    next_offset = int(response.ext_fields.get("nextBeginOffset") or offset)
-    return response.code, next_offset, response.body
+    reply = await admin.pull_tool(addr, queue, offset, count)
+    return reply.code, reply.header.next_offset_or(offset), reply.body
 
 
 async def _read_window(
@@ -119,7 +99,7 @@ async def scan_queue(
     *,
     stats: ScanStats | None = None,
     depth: int = DEFAULT_PIPELINE_DEPTH,
-) -> AsyncIterator[list[MessageExt]]:
+) -> AsyncGenerator[list[MessageExt], None]:
     """Yield the messages of ``queue`` with offsets in ``[start, end)``, in order, a pull's
     worth at a time, keeping ``depth`` pulls in flight.
 

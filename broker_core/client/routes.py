@@ -12,9 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker_core.model.groupconfig import MASTER_ID
 from broker_core.routedata import QueueData
-
-MASTER_ID = 0
 
 BrokerName = str
 ClusterName = str

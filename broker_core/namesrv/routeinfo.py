@@ -23,11 +23,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker_core.broker.topics import PERM_WRITE
+from broker_core.model.groupconfig import MASTER_ID
+from broker_core.model.topicconfig import PERM_WRITE
 from broker_core.routedata import QueueData
 from broker_core.store.configfile import DataVersion
 
-MASTER_ID = 0
 ORDER_TOPIC_CONFIG_NAMESPACE = "ORDER_TOPIC_CONFIG"
 
 BrokerName = str

@@ -13,8 +13,11 @@ bare numbers become strings).  Standard JSON goes through orjson untouched.
 
 from __future__ import annotations
 
-import json.decoder
 import re
+
+# The JSON string scanner that json.decoder.scanstring names (the C one on CPython); typed
+# here, where json.decoder's stub does not declare it.
+from _json import scanstring
 from collections.abc import Mapping
 from typing import Any
 
@@ -108,7 +111,10 @@ class _Parser:
         raise FastjsonError(f"{what} at character {self.pos}")
 
     def skip_ws(self) -> None:
-        self.pos = _WS.match(self.text, self.pos).end()  # type: ignore[union-attr]
+        # Cannot fail to match: the pattern matches the empty string too.
+        match = _WS.match(self.text, self.pos)
+        if match is not None:
+            self.pos = match.end()
 
     def value(self, depth: int) -> Any:
         if depth > _MAX_DEPTH:
@@ -131,7 +137,7 @@ class _Parser:
 
     def string(self) -> str:
         try:
-            value, self.pos = json.decoder.scanstring(self.text, self.pos + 1)  # type: ignore[attr-defined]
+            value, self.pos = scanstring(self.text, self.pos + 1)
         except ValueError as exc:
             raise FastjsonError(str(exc)) from None
         return value

@@ -4,7 +4,7 @@ Files live in ``<root>/commitlog/``, each ``mapped_file_size_commit_log`` bytes,
 their 20-digit start offset.  A record never spans two files: when one does not fit in
 what is left of a file (keeping 8 bytes for the marker), the tail is closed with the
 blank marker (TOTALSIZE = bytes left, MAGICCODE = 0xCBD43194) and the record starts the
-next file.  Record layout: ``broker_core.store.message``.
+next file.  Record layout: ``broker_core.model.message``.
 
 Queue offsets are handed out here, under the put lock, so a record's QUEUEOFFSET and its
 consume-queue slot always agree.  Each append also queues a ready-made dispatch entry
@@ -31,13 +31,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from itertools import accumulate, repeat
+from mmap import mmap
 from pathlib import Path
 
 from broker_core.errors import MessageIllegalError
-from broker_core.store.damage import DamagedRange, find_next_record
-from broker_core.store.mappedfile import MappedFile
-from broker_core.store.mappedfilequeue import MappedFileQueue
-from broker_core.store.message import (
+from broker_core.model.message import (
     BATCH_ITEM_FRAMING,
     BLANK,
     HEADER_V4_SIZE,
@@ -56,14 +54,46 @@ from broker_core.store.message import (
     store_timestamp_pos,
     topic_length_and_bytes,
 )
+from broker_core.store.damage import DamagedRange, find_next_record
+from broker_core.store.mappedfile import MappedFile
+from broker_core.store.mappedfilequeue import MappedFileQueue
 from broker_core.store.results import PutMessageResult, PutMessageStatus
 
-try:  # C loops for batches; the Python paths are the reference
-    from broker_core.store._speedups import batch_items as _c_batch_items
-    from broker_core.store._speedups import write_batch as _c_write_batch
-    from broker_core.store._speedups import write_records as _c_write_records
+# C loops for batches (``_speedups``), None on machines without a compiler; the Python
+# paths below are the reference.  Each one's arguments are in ``_speedups.pyi``.
+_c_write_records: Callable[[mmap, int, int, int, bytes, list[MessageInner], list[int]], int] | None
+_c_batch_items: Callable[[bytes, int], tuple[list[tuple[int, int, int, int]], int]] | None
+_c_write_batch: (
+    Callable[
+        [
+            mmap,
+            int,
+            int,
+            int,
+            bytes,
+            bytes,
+            int,
+            int,
+            int,
+            int,
+            str,
+            bytes,
+            bytes,
+            list[tuple[int, int, int, int]],
+            Callable[[memoryview], int],
+        ],
+        tuple[int, bytes, tuple[int, ...], list[tuple[str, str, int, int]]],
+    ]
+    | None
+)
+try:
+    from broker_core import _speedups
 except ImportError:  # pragma: no cover - machines without a compiler
     _c_write_records = _c_batch_items = _c_write_batch = None
+else:
+    _c_write_records = _speedups.write_records
+    _c_batch_items = _speedups.batch_items
+    _c_write_batch = _speedups.write_batch
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +108,9 @@ _NO_QUEUE_SLOT = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 # (physical offset, size, queue offset, store timestamp, message): what the dispatcher
-# needs from an append, without re-reading the record.
-Appended = tuple[int, int, int, int, MessageInner]
+# needs from an append, without re-reading the record.  An encoded batch written in C is
+# one entry whose DispatchRun holds all its records.
+Appended = tuple[int, int, int, int, MessageInner | DispatchRun]
 
 
 class DiskFullError(OSError):
@@ -165,7 +196,8 @@ class CommitLog:
         size, crc, sys_flag, tail = msg.prepare(store_host)
         if size > self.max_message_size or size + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             self._check_size(size)
-        fast = _c_write_records is not None and len(msg.born_host) == 8 and len(store_host) == 8
+        # The C writer handles IPv4 hosts only.
+        write = _c_write_records if len(msg.born_host) == 8 and len(store_host) == 8 else None
         key = (msg.topic, msg.queue_id)
         table = self.topic_queue_table
         with self.put_lock:
@@ -179,8 +211,8 @@ class CommitLog:
                 table.get(key, 0) if msg.sys_flag & TRANSACTION_TYPE_MASK not in _NO_QUEUE_SLOT else 0
             )
             store_ts = self._clock_ms()
-            if fast:
-                _c_write_records(mf.mm, pos, mf.file_from_offset, store_ts, store_host, [msg], [queue_offset])
+            if write is not None:
+                write(mf.mm, pos, mf.file_from_offset, store_ts, store_host, [msg], [queue_offset])
             else:
                 record = msg.encode(store_host)
                 finish_record(record, queue_offset, phys, store_ts)
@@ -211,8 +243,8 @@ class CommitLog:
             for size in sizes:
                 self._check_size(size)
             self._check_size_batch(total)
-        fast = (
-            _c_write_records is not None and len(store_host) == 8 and all(len(m.born_host) == 8 for m in msgs)
+        write = (
+            _c_write_records if len(store_host) == 8 and all(len(m.born_host) == 8 for m in msgs) else None
         )
         table = self.topic_queue_table
         with self.put_lock:
@@ -232,8 +264,8 @@ class CommitLog:
                     queue_offset = table.get(key, 0)
                 taken[key] = queue_offset + 1
                 queue_offsets.append(queue_offset)
-            if fast:
-                end = _c_write_records(mf.mm, start, base, store_ts, store_host, msgs, queue_offsets)
+            if write is not None:
+                end = write(mf.mm, start, base, store_ts, store_host, msgs, queue_offsets)
             else:
                 end = start
                 for msg, size, queue_offset in zip(msgs, sizes, queue_offsets, strict=True):
@@ -267,10 +299,11 @@ class CommitLog:
         MessageIllegalError for a malformed or oversized batch: nothing is written then.
         """
         store_host = self.store_host
-        if _c_batch_items is None or len(store_host) != 8 or len(batch.born_host) != 8:
+        split, write = _c_batch_items, _c_write_batch
+        if split is None or write is None or len(store_host) != 8 or len(batch.born_host) != 8:
             return self.append_batch(batch.messages(self.max_message_size))
         try:
-            items, largest_payload = _c_batch_items(batch.encoded, self.max_message_size)
+            items, largest_payload = split(batch.encoded, self.max_message_size)
         except ValueError as exc:
             raise MessageIllegalError(str(exc)) from None
         if not items:
@@ -291,7 +324,7 @@ class CommitLog:
             base = mf.file_from_offset
             store_ts = self._clock_ms()
             first_queue_offset = table.get(key, 0)
-            end, cq_entries, offsets, index_items = _c_write_batch(
+            end, cq_entries, offsets, index_items = write(
                 mf.mm,
                 start,
                 base,
@@ -498,7 +531,7 @@ class CommitLog:
         oldest files whatever their age (the disk is nearly full).  Returns how many went.
         """
         files = self.queue.files
-        doomed = []
+        doomed: list[MappedFile] = []
         for index in range(len(files) - 1):
             if len(doomed) >= max_count:
                 break
@@ -515,9 +548,9 @@ class CommitLog:
         self.queue.close()
 
 
-def _damage_reason(buf: object, pos: int, limit: int) -> str:
+def _damage_reason(buf: mmap, pos: int, limit: int) -> str:
     """Why the bytes at ``pos`` are not a record, in words."""
-    head = bytes(buf[pos : pos + 8])  # type: ignore[index]
+    head = buf[pos : pos + 8]
     total = int.from_bytes(head[:4], "big", signed=True)
     magic = int.from_bytes(head[4:8], "big")
     if magic != MESSAGE_MAGIC_CODE:

@@ -39,6 +39,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypedDict, TypeVar
 import orjson
 
 from broker_core.errors import MessageIllegalError, StoreError
+from broker_core.model.jsonfields import json_int, json_object
 
 log = logging.getLogger(__name__)
 
@@ -151,41 +152,6 @@ def parse_config_json(data: bytes) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, found {type(obj).__name__}")
     return obj
-
-
-# -- typed access to untrusted JSON fields -----------------------------------------------
-
-
-def json_int(obj: Mapping[str, Any], key: str, default: int | None = None) -> int:
-    """Return ``obj[key]`` as an int (or ``default`` when absent); raise ValueError otherwise."""
-    value = obj.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{key} must be an integer, not {value!r}")
-    return value
-
-
-def json_bool(obj: Mapping[str, Any], key: str, default: bool | None = None) -> bool:
-    """Return ``obj[key]`` as a bool (or ``default`` when absent); raise ValueError otherwise."""
-    value = obj.get(key, default)
-    if not isinstance(value, bool):
-        raise ValueError(f"{key} must be true or false, not {value!r}")
-    return value
-
-
-def json_str(obj: Mapping[str, Any], key: str, default: str | None = None) -> str:
-    """Return ``obj[key]`` as a str (or ``default`` when absent); raise ValueError otherwise."""
-    value = obj.get(key, default)
-    if not isinstance(value, str):
-        raise ValueError(f"{key} must be a string, not {value!r}")
-    return value
-
-
-def json_object(obj: Mapping[str, Any], key: str) -> dict[str, Any]:
-    """Return ``obj[key]`` as a JSON object ({} when absent); raise ValueError otherwise."""
-    value = obj.get(key, {})
-    if not isinstance(value, dict):
-        raise ValueError(f"{key} must be a JSON object, not {type(value).__name__}")
-    return value
 
 
 # -- data version ------------------------------------------------------------------------

@@ -6,7 +6,7 @@ touches, not everything written after them.  Each range it skips is logged at ER
 recorded in ``<root>/damaged.json``, which ``store check``, the broker's runtime info and
 the console show; consume-queue entries and index hits inside a range are never served.
 
-Resynchronising relies on two facts of the record format (``broker_core.store.message``):
+Resynchronising relies on two facts of the record format (``broker_core.model.message``):
 MAGICCODE sits at byte 4 of every record, and PHYSICALOFFSET (byte 28) holds the record's
 own commit-log offset.  A candidate whose magic is right, whose PHYSICALOFFSET names its own
 position and which passes every check of ``check_record`` (sizes, layout, body CRC) is a
@@ -18,13 +18,14 @@ from __future__ import annotations
 import bisect
 import json
 import logging
+import mmap
 import os
 import threading
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from broker_core.store.message import MESSAGE_MAGIC_CODE, check_record
+from broker_core.model.message import MESSAGE_MAGIC_CODE, check_record
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class DamagedRange:
 
 
 def find_next_record(
-    buf: bytes | bytearray | memoryview | object,
+    buf: bytes | bytearray | mmap.mmap,
     base: int,
     start: int,
     limit: int,
@@ -63,7 +64,7 @@ def find_next_record(
     ``buf`` is one segment's bytes (an mmap works), ``base`` its first byte's commit-log
     offset and ``limit`` where its bytes end (``search_end`` defaults to it).
     """
-    find = buf.find  # type: ignore[attr-defined]
+    find = buf.find
     end = limit if search_end is None else min(search_end, limit)
     at = start + 4
     while True:
@@ -74,10 +75,10 @@ def find_next_record(
         at = hit + 1
         if candidate < start or candidate + _PHYS_POS + 8 > limit:
             continue
-        phys = int.from_bytes(buf[candidate + _PHYS_POS : candidate + _PHYS_POS + 8], "big")  # type: ignore[index]
+        phys = int.from_bytes(buf[candidate + _PHYS_POS : candidate + _PHYS_POS + 8], "big")
         if phys != base + candidate:
             continue
-        size, _request = check_record(buf, candidate, limit)  # type: ignore[arg-type]
+        size, _request = check_record(buf, candidate, limit)
         if size > 0:
             return candidate
 

@@ -30,14 +30,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from broker_core.store.indexfile import record_items
-from broker_core.store.message import (
+from broker_core.model.message import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
     DispatchRequest,
     DispatchRun,
 )
+from broker_core.store.indexfile import record_items
 from broker_core.topics import SCHEDULE_TOPIC
 
 if TYPE_CHECKING:
@@ -201,14 +201,20 @@ class Dispatcher:
         next_offsets: dict[tuple[str, int], int] = {}
         index_items: list[tuple[str, str, int, int]] = []
         for phys, size, queue_offset, store_ts, msg in batch:
-            run = type(msg) is DispatchRun
             topic = msg.topic
-            if not run and msg.sys_flag & TRANSACTION_TYPE_MASK in _SKIP_CQ:
+            if isinstance(msg, DispatchRun):
+                # A whole encoded batch: its entries come packed from the commit log.
+                entries, count, items = msg.cq_entries, msg.count, msg.index_items
+            else:
                 props = msg.properties
-                index_items.extend(
-                    record_items(topic, phys, store_ts, props.get("UNIQ_KEY"), props.get("KEYS"))
-                )
-                continue
+                items = record_items(topic, phys, store_ts, props.get("UNIQ_KEY"), props.get("KEYS"))
+                if msg.sys_flag & TRANSACTION_TYPE_MASK in _SKIP_CQ:
+                    index_items.extend(items)
+                    continue
+                tags_code = msg.tags_code
+                if topic == SCHEDULE_TOPIC:
+                    tags_code = store_ts + delays[min(msg.queue_id, len(delays) - 1)]
+                entries, count = pack(phys, size, tags_code), 1
             key = (topic, msg.queue_id)
             chunks = groups.get(key)
             if chunks is None:
@@ -219,19 +225,9 @@ class Dispatcher:
                 self._put_group(key, first_offsets[key], chunks)
                 chunks = groups[key] = []
                 first_offsets[key] = queue_offset
-            if run:
-                # A whole encoded batch: its entries come packed from the commit log.
-                chunks.append(msg.cq_entries)
-                next_offsets[key] = queue_offset + msg.count
-                index_items.extend(msg.index_items)
-                continue
-            tags_code = msg.tags_code
-            if topic == SCHEDULE_TOPIC:
-                tags_code = store_ts + delays[min(msg.queue_id, len(delays) - 1)]
-            chunks.append(pack(phys, size, tags_code))
-            next_offsets[key] = queue_offset + 1
-            props = msg.properties
-            index_items.extend(record_items(topic, phys, store_ts, props.get("UNIQ_KEY"), props.get("KEYS")))
+            chunks.append(entries)
+            next_offsets[key] = queue_offset + count
+            index_items.extend(items)
         arrived: dict[tuple[str, int], int] = {}
         for key, chunks in groups.items():
             if chunks:

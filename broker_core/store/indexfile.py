@@ -84,18 +84,24 @@ from struct import Struct
 from typing import Final
 
 from broker_core.errors import ConfigError, CorruptFileError, StoreClosedError
-from broker_core.store.hashcode import index_key_hash
+from broker_core.model.hashcode import index_key_hash
 from broker_core.store.mappedfile import populate
 
 _POPULATE_ENTRIES = 200_000  # entries (4 MB) faulted in ahead of the writer at a time
 
-try:  # C inner loop for put_items; put_key is the reference it must agree with
-    from broker_core.store._speedups import index_put_many as _c_put_many
-except ImportError:  # pragma: no cover - machines without a compiler
-    _c_put_many = None
-
 # (topic, key, commit-log offset, store timestamp ms): one key of one record.
 IndexItem = tuple[str, str, int, int]
+
+# C inner loop for put_items, None on machines without a compiler; put_key is the reference
+# it must agree with.  (buffer, slots, index_num, count, slot_count, begin_ts, items, start)
+# -> (count, slot_count, items done).
+_c_put_many: Callable[[mmap.mmap, int, int, int, int, int, list[IndexItem], int], tuple[int, int, int]] | None
+try:
+    from broker_core import _speedups
+except ImportError:  # pragma: no cover - machines without a compiler
+    _c_put_many = None
+else:
+    _c_put_many = _speedups.index_put_many
 
 __all__ = [
     "HASH_SLOT_SIZE",

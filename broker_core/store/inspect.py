@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_core.config import StoreConfig
+from broker_core.model.message import BLANK, check_record
 from broker_core.store.consumequeue import BLANK_ENTRY_SIZE, CQ_STORE_UNIT_SIZE
 from broker_core.store.damage import DAMAGE_FILE, DamagedRange, DamageLog, find_next_record
 from broker_core.store.dispatcher import queue_tags_code
 from broker_core.store.geometry import GEOMETRY_FILE, StoreGeometry, resolve_geometry
-from broker_core.store.message import BLANK, check_record
 
 _ENTRY = struct.Struct(">qiq")
 

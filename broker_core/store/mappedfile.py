@@ -17,22 +17,29 @@ import ctypes
 import mmap
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 MADV_POPULATE_WRITE = 23  # Linux >= 5.14: fault pages in writable, without the GIL (ctypes)
 
 MS_SYNC = 4
 
+# libc's madvise and msync, (address, length, advice or flags) -> 0 or -1 with errno set;
+# None where they cannot be loaded (non-Linux).
+_madvise: Callable[[int, int, int], int] | None
+_msync: Callable[[int, int, int], int] | None
 try:
-    _libc: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
-    _madvise = _libc.madvise
-    _madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    _madvise.restype = ctypes.c_int
-    _msync = _libc.msync
-    _msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    _msync.restype = ctypes.c_int
+    _libc = ctypes.CDLL(None, use_errno=True)
+    _madvise_fn = _libc.madvise
+    _madvise_fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    _madvise_fn.restype = ctypes.c_int
+    _msync_fn = _libc.msync
+    _msync_fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    _msync_fn.restype = ctypes.c_int
 except (OSError, AttributeError):  # pragma: no cover - non-Linux
-    _libc = None
+    _madvise = _msync = None
+else:
+    _madvise, _msync = _madvise_fn, _msync_fn
 
 
 def populate(mm: mmap.mmap, start: int, length: int) -> bool:
@@ -42,7 +49,7 @@ def populate(mm: mmap.mmap, start: int, length: int) -> bool:
     fault taken inside a slice assignment stalls every Python thread.  Returns False
     where MADV_POPULATE_WRITE is unavailable (the pages then fault in on first write).
     """
-    if _libc is None or length <= 0:
+    if _madvise is None or length <= 0:
         return False
     page = mmap.PAGESIZE
     start -= start % page
@@ -154,7 +161,7 @@ class MappedFile:
             flushed = self.flushed_position
             if target > flushed and not self._closed:
                 start = flushed - flushed % mmap.PAGESIZE
-                if _libc is not None:
+                if _msync is not None:
                     anchor = ctypes.c_char.from_buffer(self.mm)
                     try:
                         if _msync(ctypes.addressof(anchor) + start, target - start, MS_SYNC) != 0:
@@ -175,7 +182,7 @@ class MappedFile:
         """
         page = mmap.PAGESIZE
         start = self.wrote_position - self.wrote_position % page
-        if _libc is not None:
+        if _madvise is not None:
             with self._warm_lock:
                 if self._closed:
                     return

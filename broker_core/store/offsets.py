@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from broker_core.errors import MessageIllegalError
+from broker_core.model.jsonfields import json_object
 from broker_core.store.configfile import (
     Clock,
     ConfigFile,
     DataVersion,
     config_path,
-    json_object,
     now_ms,
 )
 from broker_core.topics import group_problem, topic_problem

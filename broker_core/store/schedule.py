@@ -22,8 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from broker_core.store.configfile import ConfigFile, config_path
-from broker_core.store.message import (
+from broker_core.model.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -35,6 +34,7 @@ from broker_core.store.message import (
     MessageExt,
     MessageInner,
 )
+from broker_core.store.configfile import ConfigFile, config_path
 from broker_core.store.results import PutMessageResult, PutMessageStatus
 from broker_core.topics import SCHEDULE_TOPIC
 

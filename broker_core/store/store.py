@@ -29,16 +29,7 @@ from typing import Any
 
 from broker_core.config import StoreConfig
 from broker_core.errors import MessageIllegalError, StoreClosedError
-from broker_core.store.checkpoint import Checkpoint, StoreCheckpoint
-from broker_core.store.cleanup import ExpiryReport, decide_expiry, disk_used_ratio, tally_deletions
-from broker_core.store.commitlog import CommitLog, DiskFullError
-from broker_core.store.consumequeue import BLANK_ENTRY_SIZE, ConsumeQueueStore
-from broker_core.store.damage import DamagedRange, DamageLog
-from broker_core.store.dispatcher import ArrivalListener, Dispatcher
-from broker_core.store.flush import FlushCommitLogService, PeriodicService
-from broker_core.store.geometry import GEOMETRY_FILE, StoreGeometry, resolve_geometry, write_geometry
-from broker_core.store.indexfile import IndexService
-from broker_core.store.message import (
+from broker_core.model.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -52,6 +43,15 @@ from broker_core.store.message import (
     decode_record,
     encode_host,
 )
+from broker_core.store.checkpoint import Checkpoint, StoreCheckpoint
+from broker_core.store.cleanup import ExpiryReport, decide_expiry, disk_used_ratio, tally_deletions
+from broker_core.store.commitlog import CommitLog, DiskFullError
+from broker_core.store.consumequeue import BLANK_ENTRY_SIZE, ConsumeQueueStore
+from broker_core.store.damage import DamagedRange, DamageLog
+from broker_core.store.dispatcher import ArrivalListener, Dispatcher
+from broker_core.store.flush import FlushCommitLogService, PeriodicService
+from broker_core.store.geometry import GEOMETRY_FILE, StoreGeometry, resolve_geometry, write_geometry
+from broker_core.store.indexfile import IndexService
 from broker_core.store.offsets import ConsumerOffsetManager
 from broker_core.store.results import GetMessageResult, GetMessageStatus, PutMessageResult, PutMessageStatus
 from broker_core.store.schedule import ScheduleMessageService, apply_delay

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from broker_core.client.config import ClientConfig
 from broker_core.client.consumer.pull import PullConsumer, PullStatus
-from broker_core.store.message import MessageExt
+from broker_core.model.message import MessageExt
 from broker_core.testing import run_broker, run_namesrv
 
 from .conftest import run_official_client

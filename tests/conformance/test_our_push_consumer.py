@@ -9,7 +9,7 @@ from pathlib import Path
 
 from broker_core.client.config import ClientConfig
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
-from broker_core.store.message import MessageExt
+from broker_core.model.message import MessageExt
 from broker_core.testing import run_broker, run_namesrv
 
 from .conftest import run_official_client

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from broker_core.store.message import MessageInner
+from broker_core.model.message import MessageInner
 from broker_core.testing import run_broker, run_namesrv
 
 from .conftest import run_official_client

@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from broker_core.broker.groups import SubscriptionGroupConfig
-from broker_core.store.message import MessageInner, decode_record
+from broker_core.model.message import MessageInner, decode_record
 from broker_core.testing import run_broker, run_namesrv
 from broker_core.topics import dlq_topic
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from broker_core.model.message import decode_record
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
-from broker_core.store.message import decode_record
 from broker_core.testing import run_broker, run_namesrv
 
 from .conftest import run_official_client

@@ -16,12 +16,12 @@ from typing import Protocol, TypeVar
 import orjson
 
 from broker_core.broker.controller import BrokerController
-from broker_core.broker.topics import TopicConfig
+from broker_core.model.message import MessageInner
+from broker_core.model.topicconfig import TopicConfig
 from broker_core.namesrv.server import NamesrvServer
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
-from broker_core.store.message import MessageInner
 from broker_core.testing import run_broker, run_namesrv
 
 

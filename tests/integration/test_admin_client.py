@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from broker_core.broker.groups import SubscriptionGroupConfig
-from broker_core.broker.topics import TopicConfig
 from broker_core.client import AdminClient, AdminError, AdminUnreachableError
 from broker_core.messagequeue import MessageQueue
+from broker_core.model.groupconfig import SubscriptionGroupConfig
+from broker_core.model.message import MessageInner, create_message_id, encode_host
+from broker_core.model.topicconfig import TopicConfig
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.server import RemotingServer
-from broker_core.store.message import MessageInner, create_message_id, encode_host
 from broker_core.store.store import MessageStore
 from broker_core.testing import run_broker, small_store_config
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from broker_core.broker.topics import TopicConfig
 from broker_core.client import AdminClient, AdminError
-from broker_core.client.adminmessages import TrackType
+from broker_core.client.admin import TrackType
 from broker_core.messagequeue import MessageQueue
+from broker_core.model.message import decode_record
+from broker_core.model.topicconfig import TopicConfig
 from broker_core.remoting.codes import RequestCode
 from broker_core.remoting.command import RemotingCommand
-from broker_core.store.message import decode_record
 from broker_core.topics import dlq_topic, retry_topic
 
 from .clusterhelpers import cluster, commit_offset, heartbeat, put, raw_client, wait_until_routed

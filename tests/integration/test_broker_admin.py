@@ -19,11 +19,11 @@ import pytest
 from broker_core.broker.controller import BrokerController
 from broker_core.broker.processors import connections
 from broker_core.messagequeue import MessageQueue
+from broker_core.model.message import MessageInner, decode_record
 from broker_core.remoting import fastjson
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
-from broker_core.store.message import MessageInner, decode_record
 from broker_core.testing import run_broker
 
 TOPIC = "AdminOrders"

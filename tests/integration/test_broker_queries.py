@@ -6,10 +6,10 @@ from pathlib import Path
 
 import orjson
 
+from broker_core.model.message import MessageInner, decode_message_id, decode_record, iter_records
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
-from broker_core.store.message import MessageInner, decode_message_id, decode_record, iter_records
 from broker_core.testing import run_broker
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import orjson
 
+from broker_core.model.message import MessageInner
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
-from broker_core.store.message import MessageInner
 from broker_core.testing import run_broker, run_namesrv
 
 from .conftest import cli_server

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from broker_core.broker.topics import TopicConfig
 from broker_core.client.config import ClientConfig
 from broker_core.client.instance import ClientInstance
+from broker_core.model.topicconfig import TopicConfig
 from broker_core.testing import run_broker, run_namesrv
 
 from .clusterhelpers import wait_until_routed

@@ -16,17 +16,17 @@ from pathlib import Path
 import pytest
 
 from broker_core.broker.controller import BrokerController
-from broker_core.broker.topics import TopicConfig
 from broker_core.client import AdminClient, AdminError
 from broker_core.client.config import ClientConfig
 from broker_core.client.consumer.pull import PullConsumer
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
 from broker_core.messagequeue import MessageQueue
+from broker_core.model.message import MessageExt, encode_properties
+from broker_core.model.topicconfig import TopicConfig
 from broker_core.namesrv.server import NamesrvServer
 from broker_core.remoting import fastjson
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
-from broker_core.store.message import MessageExt, encode_properties
 from broker_core.testing import run_broker, run_namesrv
 from broker_core.topics import dlq_topic, retry_topic
 

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from broker_core.broker.controller import BrokerController
-from broker_core.broker.maintenance import OFFSET_PERSISTENCE
+from broker_core.model.maintenance import OFFSET_PERSISTENCE
+from broker_core.model.message import encode_properties, iter_records
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
-from broker_core.store.message import encode_properties, iter_records
 from broker_core.testing import run_broker
 from tests.disk import fill, small_disk
 

@@ -19,7 +19,7 @@ from broker_core.broker.controller import BrokerController
 from broker_core.client.admin import AdminClient
 from broker_core.config import BrokerConfig
 from broker_core.errors import AdminError, ConfigError
-from broker_core.store.message import MessageInner, decode_record
+from broker_core.model.message import MessageInner, decode_record
 from broker_core.testing import run_broker
 
 TOPIC = "Later"

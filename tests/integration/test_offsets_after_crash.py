@@ -20,7 +20,7 @@ from broker_core.client.admin import AdminClient
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
 from broker_core.client.message import Message
 from broker_core.client.producer.producer import Producer
-from broker_core.store.message import MessageExt
+from broker_core.model.message import MessageExt
 from tests.servers import free_port, wait_for
 
 from .conftest import cli_server

@@ -20,8 +20,8 @@ from broker_core.client.msgid import client_ip_of
 from broker_core.client.producer.producer import Producer, hash_selector
 from broker_core.errors import BrokerRefusedError, ClientError, MessageTooLargeError, NoRouteError
 from broker_core.messagequeue import MessageQueue
+from broker_core.model.message import COMPRESSED_FLAG, MessageExt, decode_record
 from broker_core.namesrv.server import NamesrvServer
-from broker_core.store.message import COMPRESSED_FLAG, MessageExt, decode_record
 from broker_core.testing import run_broker, run_namesrv
 
 from .clusterhelpers import started, wait_until_routed
@@ -39,7 +39,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[tuple[NamesrvServer, BrokerCo
 
 
 def _topic(name: str, queues: int):  # type: ignore[no-untyped-def]
-    from broker_core.broker.topics import TopicConfig
+    from broker_core.model.topicconfig import TopicConfig
 
     return TopicConfig(name, queues, queues, 6)
 

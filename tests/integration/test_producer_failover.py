@@ -30,13 +30,13 @@ from pathlib import Path
 import pytest
 
 from broker_core.broker.controller import BrokerController
-from broker_core.broker.topics import TopicConfig
 from broker_core.client.config import ClientConfig
 from broker_core.client.message import Message, SendResult
 from broker_core.client.producer.faulttolerance import FaultStrategy
 from broker_core.client.producer.producer import Producer
+from broker_core.model.message import decode_record
+from broker_core.model.topicconfig import TopicConfig
 from broker_core.namesrv.server import NamesrvServer
-from broker_core.store.message import decode_record
 from broker_core.testing import run_broker, run_namesrv
 
 from .test_producer import started

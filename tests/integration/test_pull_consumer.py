@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from broker_core.broker.controller import BrokerController
-from broker_core.broker.topics import TopicConfig
 from broker_core.client.config import ClientConfig
 from broker_core.client.consumer.pull import MessageModel, PullConsumer, PullStatus
 from broker_core.errors import ClientError
 from broker_core.messagequeue import MessageQueue
+from broker_core.model.message import COMPRESSED_FLAG, MessageExt, MessageInner
+from broker_core.model.topicconfig import TopicConfig
 from broker_core.namesrv.server import NamesrvServer
-from broker_core.store.message import COMPRESSED_FLAG, MessageExt, MessageInner
 from broker_core.testing import run_broker, run_namesrv
 
 from .clusterhelpers import put, started, wait_until_routed

@@ -20,10 +20,10 @@ import pytest
 from broker_core.broker.controller import BrokerController
 from broker_core.client.config import ClientConfig
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
+from broker_core.model.message import COMPRESSED_FLAG, MessageExt, MessageInner
 from broker_core.namesrv.server import NamesrvServer
 from broker_core.remoting.codes import RequestCode
 from broker_core.remoting.command import RemotingCommand
-from broker_core.store.message import COMPRESSED_FLAG, MessageExt, MessageInner
 
 from .clusterhelpers import raw_client, routed_cluster
 

@@ -20,10 +20,10 @@ import pytest
 from broker_core.broker.controller import BrokerController
 from broker_core.client.config import ClientConfig
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
+from broker_core.model.message import MessageExt, decode_record
 from broker_core.namesrv.server import NamesrvServer
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
-from broker_core.store.message import MessageExt, decode_record
 from broker_core.topics import dlq_topic, retry_topic
 
 from .clusterhelpers import put, routed_cluster

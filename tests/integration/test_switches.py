@@ -19,16 +19,17 @@ import orjson
 import pytest
 
 from broker_core.broker.controller import BrokerController
-from broker_core.broker.groups import SubscriptionGroupConfig
-from broker_core.broker.topics import TopicConfig
 from broker_core.client.config import ClientConfig
 from broker_core.client.consumer.pull import PullConsumer
 from broker_core.errors import BrokerRefusedError
 from broker_core.messagequeue import MessageQueue
+from broker_core.model.groupconfig import SubscriptionGroupConfig
+from broker_core.model.message import decode_record, encode_properties
+from broker_core.model.topicconfig import TopicConfig
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
-from broker_core.store.message import decode_record, encode_properties
+from broker_core.remoting.headers import PullMessageRequestHeader, PullSysFlag
 from broker_core.testing import cli_server, run_broker, run_namesrv
 from broker_core.topics import TOOLS_CONSUMER_GROUP, dlq_topic, retry_topic
 
@@ -36,8 +37,6 @@ from .clusterhelpers import put, raw_client, started, wait_until_routed
 
 TOPIC = "SwitchTopic"
 GROUP = "switch-group"
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
 
 
 async def invoke(
@@ -57,19 +56,15 @@ async def pull(
     with_subscription: bool = True,
 ) -> RemotingCommand:
     """PULL_MESSAGE of queue 0 of TOPIC, carrying its subscription unless told otherwise."""
-    sys_flag = (FLAG_SUBSCRIPTION if with_subscription else 0) | (FLAG_SUSPEND if suspend_ms else 0)
-    fields = {
-        "consumerGroup": group,
-        "topic": TOPIC,
-        "queueId": 0,
-        "queueOffset": offset,
-        "maxMsgNums": 32,
-        "sysFlag": sys_flag,
-        "commitOffset": 0,
-        "suspendTimeoutMillis": suspend_ms,
-        "subscription": "*",
-        "subVersion": 0,
-    }
+    sys_flag = PullSysFlag(0)
+    if with_subscription:
+        sys_flag |= PullSysFlag.SUBSCRIPTION
+    if suspend_ms:
+        sys_flag |= PullSysFlag.SUSPEND
+    header = PullMessageRequestHeader(
+        group, TOPIC, 0, offset, sys_flag=sys_flag, suspend_timeout_millis=suspend_ms
+    )
+    fields = dict(header.to_fields())
     return await invoke(client, broker, RequestCode.PULL_MESSAGE, fields)
 
 

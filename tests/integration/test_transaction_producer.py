@@ -24,13 +24,13 @@ from broker_core.client.producer.transaction import (
     TransactionSendResult,
 )
 from broker_core.errors import ClientError, NoRouteError
-from broker_core.namesrv.server import NamesrvServer
-from broker_core.store.message import (
+from broker_core.model.message import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_TYPE_MASK,
     MessageExt,
     decode_record,
 )
+from broker_core.namesrv.server import NamesrvServer
 from broker_core.testing import run_broker, run_namesrv
 from broker_core.topics import RMQ_SYS_TRANS_HALF_TOPIC
 
@@ -84,7 +84,7 @@ class Listener:
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[tuple[NamesrvServer, BrokerController]]:
-    from broker_core.broker.topics import TopicConfig
+    from broker_core.model.topicconfig import TopicConfig
 
     async with (
         run_namesrv() as ns,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import orjson
 
+from broker_core.model.message import decode_message_id, decode_record, encode_properties
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
-from broker_core.store.message import decode_message_id, decode_record, encode_properties
 from broker_core.testing import run_broker
 
 TOPIC = "TxTopic"
@@ -66,7 +66,7 @@ async def test_it_commits_rolls_back_checks_back_and_honours_a_late_answer(tmp_p
     async with run_broker(
         tmp_path / "store", transaction_time_out=200, transaction_check_interval=100
     ) as broker:
-        from broker_core.broker.topics import TopicConfig
+        from broker_core.model.topicconfig import TopicConfig
 
         broker.topics.update(TopicConfig(TOPIC, 1, 1))
         client = RemotingClient()

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from broker_core.broker.groups import SubscriptionGroupConfig
-from broker_core.broker.topics import TopicConfig
 from broker_core.config import config_properties, update_live_broker_config
 from broker_core.errors import ConfigError, MessageIllegalError, StoreError
+from broker_core.model.groupconfig import SubscriptionGroupConfig
+from broker_core.model.topicconfig import TopicConfig
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.headers import header_bool

@@ -13,6 +13,7 @@ from broker_core.broker.retry import ensure_send_back_topic
 from broker_core.errors import StoreError
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.headers import GetConsumerListByGroupRequestHeader
 from broker_core.topics import retry_topic
 
 if TYPE_CHECKING:
@@ -168,7 +169,7 @@ class ClientProcessor:
         return "" if ok is not False else "the disk refused the write (see the broker's log)"
 
     def consumer_list(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
-        group = request.ext_fields.get("consumerGroup", "")
+        group = GetConsumerListByGroupRequestHeader.from_fields(request.ext_fields).consumer_group
         ids = self.broker.clients.consumer_ids(group)
         if not ids:
             return request.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")

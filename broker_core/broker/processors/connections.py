@@ -16,11 +16,11 @@ import orjson
 
 from broker_core.broker.clients import ConsumerClient
 from broker_core.errors import MessageIllegalError
+from broker_core.model.hashcode import tags_code
+from broker_core.model.message import decode_message_id
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.errors import ConnectionClosedError, RemotingTimeoutError
-from broker_core.store.hashcode import tags_code
-from broker_core.store.message import decode_message_id
 
 if TYPE_CHECKING:
     from broker_core.broker.controller import BrokerController

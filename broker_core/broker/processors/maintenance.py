@@ -18,14 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from broker_core.broker.maintenance import (
-    FILE_EXPIRY,
-    MANUAL,
-    PLATFORM,
-    BadLeaseError,
-    JobRun,
-    UnknownJobError,
-)
+from broker_core.broker.maintenance import BadLeaseError, JobRun, UnknownJobError
+from broker_core.model.maintenance import FILE_EXPIRY, MANUAL, PLATFORM
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
 

@@ -11,6 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.headers import (
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 
 if TYPE_CHECKING:
     from broker_core.broker.controller import BrokerController
@@ -30,26 +35,26 @@ class OffsetProcessor:
         return self.broker.store
 
     def query_consumer_offset(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
-        topic, queue_id = _queue(request)
-        group = request.ext_fields.get("consumerGroup", "")
-        offset = self._store.consumer_offsets.query_offset(group, topic, queue_id)
+        header = QueryConsumerOffsetRequestHeader.from_fields(request.ext_fields)
+        offset = self._store.consumer_offsets.query_offset(
+            header.consumer_group, header.topic, header.queue_id
+        )
         if offset >= 0:
-            return request.response(ext_fields={"offset": str(offset)})
-        if self._store.get_min_offset_in_queue(topic, queue_id) <= 0:
-            return request.response(ext_fields={"offset": "0"})
+            return request.response(ext_fields=QueryConsumerOffsetResponseHeader(offset).to_fields())
+        if self._store.get_min_offset_in_queue(header.topic, header.queue_id) <= 0:
+            return request.response(ext_fields=QueryConsumerOffsetResponseHeader(0).to_fields())
         return request.response(
             ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
         )
 
     def update_consumer_offset(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
-        topic, queue_id = _queue(request)
-        fields = request.ext_fields
+        header = UpdateConsumerOffsetRequestHeader.from_fields(request.ext_fields)
         self._store.consumer_offsets.commit_offset(
             getattr(conn, "remote_address", ""),
-            fields.get("consumerGroup", ""),
-            topic,
-            queue_id,
-            int(fields.get("commitOffset") or 0),
+            header.consumer_group,
+            header.topic,
+            header.queue_id,
+            header.commit_offset,
         )
         return request.response()
 

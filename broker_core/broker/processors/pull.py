@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker_core.broker.clients import BROADCASTING
-from broker_core.broker.groups import SubscriptionGroupConfig, group_not_exist_remark
-from broker_core.broker.topics import is_readable
+from broker_core.broker.groups import group_not_exist_remark
+from broker_core.model.groupconfig import SubscriptionGroupConfig
+from broker_core.model.hashcode import tags_code
+from broker_core.model.topicconfig import is_readable
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
-from broker_core.store.hashcode import tags_code
+from broker_core.remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader, PullSysFlag
 from broker_core.store.results import GetMessageResult, GetMessageStatus
 from broker_core.tags import parse_tags
 
@@ -39,39 +40,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
 # The C++ client's async pull gives up after 30 s: never hold a pull that long.
 MAX_SUSPEND_MS = 25_000
-
-
-@dataclass(slots=True)
-class PullHeader:
-    group: str
-    topic: str
-    queue_id: int
-    queue_offset: int
-    max_msg_nums: int
-    sys_flag: int
-    commit_offset: int
-    suspend_timeout_ms: int
-    subscription: str
-
-    @classmethod
-    def parse(cls, request: RemotingCommand) -> PullHeader:
-        f = request.ext_fields
-        return cls(
-            group=f.get("consumerGroup", ""),
-            topic=f.get("topic", ""),
-            queue_id=int(f.get("queueId") or 0),
-            queue_offset=int(f.get("queueOffset") or 0),
-            max_msg_nums=int(f.get("maxMsgNums") or 32),
-            sys_flag=int(f.get("sysFlag") or 0),
-            commit_offset=int(f.get("commitOffset") or 0),
-            suspend_timeout_ms=int(f.get("suspendTimeoutMillis") or 15_000),
-            subscription=f.get("subscription") or "*",
-        )
 
 
 class PullHoldService:
@@ -127,7 +97,7 @@ class PullProcessor:
 
     async def handle(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
         try:
-            header = PullHeader.parse(request)
+            header = PullMessageRequestHeader.from_fields(request.ext_fields)
         except ValueError as exc:
             return self._reply(request, ResponseCode.SYSTEM_ERROR, f"malformed pull header: {exc}", None, 0)
         refusal = self._group_refusal(header, conn)
@@ -151,26 +121,26 @@ class PullProcessor:
                 None,
                 0,
             )
-        if header.sys_flag & FLAG_SUBSCRIPTION:
+        if header.sys_flag & PullSysFlag.SUBSCRIPTION:
             tags = parse_tags(header.subscription)
             codes = None if tags is None else frozenset(tags_code(t) for t in tags)
         else:
-            subscription = self.broker.clients.subscription(header.group, header.topic)
+            subscription = self.broker.clients.subscription(header.consumer_group, header.topic)
             if subscription is None:
                 return self._reply(
                     request,
                     ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                    f"the consumer's subscription not exist, group: {header.group}",
+                    f"the consumer's subscription not exist, group: {header.consumer_group}",
                     None,
                     header.queue_offset,
                 )
             codes = subscription.tag_codes
         store = self.broker.store
         assert store is not None
-        if header.sys_flag & FLAG_COMMIT_OFFSET and header.commit_offset >= 0:
+        if header.sys_flag & PullSysFlag.COMMIT_OFFSET and header.commit_offset >= 0:
             store.consumer_offsets.commit_offset(
                 getattr(conn, "remote_address", ""),
-                header.group,
+                header.consumer_group,
                 header.topic,
                 header.queue_id,
                 header.commit_offset,
@@ -180,13 +150,13 @@ class PullProcessor:
         )
         if (
             result.status.no_new_message
-            and header.sys_flag & FLAG_SUSPEND
+            and header.sys_flag & PullSysFlag.SUSPEND
             and header.queue_offset == result.next_begin_offset
         ):
-            member = self.broker.clients.has_consumer_on(header.group, conn)
+            member = self.broker.clients.has_consumer_on(header.consumer_group, conn)
             await self._hold(header)
             if getattr(conn, "closed", False) or (
-                member and not self.broker.clients.has_consumer_on(header.group, conn)
+                member and not self.broker.clients.has_consumer_on(header.consumer_group, conn)
             ):
                 # The consumer went away (closed, or unregistered at its shutdown) while its
                 # pull was held: nothing is read for it, nor counted as handed to its group.
@@ -195,10 +165,10 @@ class PullProcessor:
                 header.topic, header.queue_id, header.queue_offset, header.max_msg_nums, codes
             )
         if result.status is GetMessageStatus.FOUND:
-            self.broker.stats.record_get(header.group, header.topic, len(result.messages))
+            self.broker.stats.record_get(header.consumer_group, header.topic, len(result.messages))
         return self._result_reply(request, header, result)
 
-    def _group_refusal(self, header: PullHeader, conn: Any) -> tuple[int, str] | None:
+    def _group_refusal(self, header: PullMessageRequestHeader, conn: Any) -> tuple[int, str] | None:
         """Why the group may not pull here (response code, remark), or None when it may.
 
         An unknown group is created with defaults when autoCreateSubscriptionGroup allows
@@ -207,7 +177,7 @@ class PullProcessor:
         every pull, so here the model its heartbeat registered is checked on every pull:
         otherwise the setting would never stop a C++ broadcasting consumer.
         """
-        group = header.group
+        group = header.consumer_group
         config = self.broker.groups.find(group, auto_create=self.broker.config.auto_create_subscription_group)
         if config is None:
             return ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, group_not_exist_remark(group)
@@ -230,7 +200,7 @@ class PullProcessor:
             return False
         return self.broker.clients.message_model(config.group_name, conn) == BROADCASTING
 
-    async def _hold(self, header: PullHeader) -> None:
+    async def _hold(self, header: PullMessageRequestHeader) -> None:
         """Hold a pull that found nothing: until a message arrives or the client's suspend
         timeout passes (long polling), or for shortPollingTimeMills (short polling).
 
@@ -238,13 +208,13 @@ class PullProcessor:
         """
         config = self.broker.config
         if config.long_polling_enable:
-            timeout_ms = min(header.suspend_timeout_ms, MAX_SUSPEND_MS)
+            timeout_ms = min(header.suspend_timeout_millis, MAX_SUSPEND_MS)
             await self.hold.wait(header.topic, header.queue_id, timeout_ms / 1000)
         else:
             await asyncio.sleep(min(config.short_polling_time_mills, MAX_SUSPEND_MS) / 1000)
 
     def _result_reply(
-        self, request: RemotingCommand, header: PullHeader, result: GetMessageResult
+        self, request: RemotingCommand, header: PullMessageRequestHeader, result: GetMessageResult
     ) -> RemotingCommand:
         status = result.status
         if status is GetMessageStatus.FOUND:
@@ -274,14 +244,9 @@ class PullProcessor:
         next_offset: int,
         body: bytes = b"",
     ) -> RemotingCommand:
-        return request.response(
-            code,
-            remark,
-            ext_fields={
-                "suggestWhichBrokerId": "0",
-                "nextBeginOffset": str(next_offset),
-                "minOffset": str(result.min_offset if result is not None else 0),
-                "maxOffset": str(result.max_offset if result is not None else 0),
-            },
-            body=body,
+        header = PullMessageResponseHeader(
+            next_begin_offset=next_offset,
+            min_offset=result.min_offset if result is not None else 0,
+            max_offset=result.max_offset if result is not None else 0,
         )
+        return request.response(code, remark, ext_fields=header.to_fields(), body=body)

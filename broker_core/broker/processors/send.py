@@ -31,12 +31,8 @@ from broker_core.broker.retry import (
     max_reconsume_times,
     retry_group_of,
 )
-from broker_core.broker.topics import PERM_INHERIT, TopicConfig, is_inherited, is_writeable
 from broker_core.broker.transaction import is_prepared, to_half
-from broker_core.remoting.codes import RequestCode, ResponseCode
-from broker_core.remoting.command import RemotingCommand
-from broker_core.remoting.headers import header_bool
-from broker_core.store.message import (
+from broker_core.model.message import (
     COMPRESSED_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_MAX_RECONSUME_TIMES,
@@ -45,6 +41,10 @@ from broker_core.store.message import (
     decode_properties,
     encode_properties,
 )
+from broker_core.model.topicconfig import PERM_INHERIT, TopicConfig, is_inherited, is_writeable
+from broker_core.remoting.codes import RequestCode, ResponseCode
+from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.headers import header_bool
 from broker_core.store.results import PutMessageResult, PutMessageStatus
 from broker_core.topics import SCHEDULE_TOPIC, dlq_topic, topic_problem
 

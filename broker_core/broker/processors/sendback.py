@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from broker_core.broker.groups import group_not_exist_remark
 from broker_core.broker.retry import ensure_send_back_topic, max_reconsume_times
-from broker_core.remoting.codes import ResponseCode
-from broker_core.remoting.command import RemotingCommand
-from broker_core.store.message import (
+from broker_core.model.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_RETRY_TOPIC,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     MessageInner,
 )
+from broker_core.remoting.codes import ResponseCode
+from broker_core.remoting.command import RemotingCommand
 from broker_core.topics import dlq_topic, retry_topic
 
 if TYPE_CHECKING:

@@ -1,5 +1,6 @@
 """What both consumers (push and pull) need to take a queue on: which queues a topic
-offers for reading, and where a queue with no committed offset starts.
+offers for reading, who the group's members are, and where a queue with no committed
+offset starts.
 
 RocketMQ's rules: a new group starts at the queue's end (CONSUME_FROM_LAST_OFFSET), its
 start (FIRST/MIN) or the first message stored after a time (TIMESTAMP, half an hour ago
@@ -8,21 +9,27 @@ by default); the group's own retry topic always starts at 0, so no redelivery is
 
 from __future__ import annotations
 
+import logging
+import random
 import time
 from typing import TYPE_CHECKING
 
 from broker_core.client.consumer.offsetstore import NO_OFFSET, OffsetStore, ReadOffsetType
-from broker_core.client.instance import refused
+from broker_core.client.requests import refused
 from broker_core.client.routes import TopicRoute
+from broker_core.errors import NoRouteError
 from broker_core.messagequeue import MessageQueue
+from broker_core.model.topicconfig import PERM_READ
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.errors import RemotingError
 from broker_core.topics import RETRY_GROUP_TOPIC_PREFIX
 
 if TYPE_CHECKING:
     from broker_core.client.instance import ClientInstance
 
-PERM_READ = 0x4
+log = logging.getLogger(__name__)
+
 DEFAULT_CONSUME_TIMESTAMP_AGO_MS = 30 * 60 * 1000
 _FROM_START = ("CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_MIN_OFFSET")
 
@@ -35,6 +42,27 @@ def readable_queues(route: TopicRoute) -> list[MessageQueue]:
         if qd.perm & PERM_READ
         for queue_id in range(qd.read_queue_nums)
     )
+
+
+async def group_consumer_ids(instance: ClientInstance, group: str, route: TopicRoute) -> list[str]:
+    """The client ids of ``group``'s consumers, from one broker of the topic (any: every
+    broker a member heartbeats knows them), as RocketMQ's ``findConsumerIdList``.
+
+    The brokers are asked in random order (load spread over them) until one answers.
+    Raises NoRouteError (no broker), RemotingError (none answered), BrokerRefusedError or
+    ClientError (a refusal, a malformed or empty list): the caller then keeps its current
+    queues of the topic, as RocketMQ's rebalance skips a topic it has no member list for.
+    """
+    addrs = sorted(route.read_addrs().values())
+    if not addrs:
+        raise NoRouteError(f"topic {route.topic!r} has no broker address")
+    random.shuffle(addrs)
+    for addr in addrs[:-1]:
+        try:
+            return await instance.requests.get_consumer_list_by_group(addr, group)
+        except RemotingError as exc:
+            log.info("no consumer list of %s from %s: %s", group, addr, exc)
+    return await instance.requests.get_consumer_list_by_group(addrs[-1], group)
 
 
 async def queue_offset(

@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from broker_core.store.message import MessageExt
+from broker_core.model.message import MessageExt
 
 log = logging.getLogger(__name__)
 

@@ -42,13 +42,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from broker_core.client.instance import refused
+from broker_core.client.requests import refused
 from broker_core.errors import ClientError
 from broker_core.messagequeue import MessageQueue
 from broker_core.remoting import fastjson
-from broker_core.remoting.codes import RequestCode, ResponseCode
-from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.errors import RemotingError
+from broker_core.remoting.headers import QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
 
 if TYPE_CHECKING:
     from broker_core.client.instance import ClientInstance
@@ -184,16 +184,13 @@ class RemoteBrokerOffsetStore:
     async def fetch_from_broker(self, mq: MessageQueue) -> Offset:
         """QUERY_CONSUMER_OFFSET: the broker's offset for the group, -1 on QUERY_NOT_FOUND."""
         addr = await self._master(mq)
-        request = RemotingCommand.request(
-            RequestCode.QUERY_CONSUMER_OFFSET,
-            {"consumerGroup": self.group, "topic": mq.topic, "queueId": str(mq.queue_id)},
-        )
-        response = await self.instance.invoke(addr, request)
+        header = QueryConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id)
+        response, answer = await self.instance.requests.query_consumer_offset(addr, header)
         if response.code == ResponseCode.QUERY_NOT_FOUND:
             return NO_OFFSET
         if response.code != ResponseCode.SUCCESS:
             raise refused(addr, f"the offset query of {self.group!r} for {mq}", response)
-        return int(response.ext_fields.get("offset", NO_OFFSET))
+        return answer.offset
 
     async def persist_all(self, mqs: Iterable[MessageQueue] | None = None) -> None:
         """Commit every changed offset; a queue that fails is logged and retried next time."""
@@ -211,16 +208,8 @@ class RemoteBrokerOffsetStore:
 
     async def _commit(self, mq: MessageQueue, offset: Offset) -> None:
         addr = await self._master(mq)
-        request = RemotingCommand.request(
-            RequestCode.UPDATE_CONSUMER_OFFSET,
-            {
-                "consumerGroup": self.group,
-                "topic": mq.topic,
-                "queueId": str(mq.queue_id),
-                "commitOffset": str(offset),
-            },
-        )
-        response = await self.instance.invoke(addr, request)
+        header = UpdateConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id, offset)
+        response = await self.instance.requests.update_consumer_offset(addr, header)
         if response.code != ResponseCode.SUCCESS:
             raise refused(addr, f"the offset commit of {self.group!r} for {mq}", response)
         self._table.mark_committed(mq, offset)

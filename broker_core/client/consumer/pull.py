@@ -24,7 +24,7 @@ Offsets live on the brokers in the CLUSTERING model (``RemoteBrokerOffsetStore``
 local file in BROADCASTING (``LocalFileOffsetStore``, where every consumer reads every
 queue).  A queue with no committed offset starts as ``consume_from_where`` says.
 
-Pulls always carry their tag expression (sysFlag FLAG_SUBSCRIPTION), so the broker filters
+Pulls always carry their tag expression (sysFlag ``PullSysFlag.SUBSCRIPTION``), so the broker filters
 by tag hash; the client then keeps only messages whose ``TAGS`` is one of the expression's
 tags, as RocketMQ's clients do (hash collisions are harmless).  Messages are
 ``MessageExt`` records with bodies decompressed (the COMPRESSED flag cleared) and the
@@ -41,17 +41,20 @@ import contextlib
 import enum
 import logging
 import os
-import random
 import time
 import zlib
 from collections import deque
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any
-
-import orjson
+from typing import Any, TypeVar
 
 from broker_core.client.config import ClientConfig
-from broker_core.client.consumer.assignment import queue_offset, readable_queues, start_offset
+from broker_core.client.consumer.assignment import (
+    group_consumer_ids,
+    queue_offset,
+    readable_queues,
+    start_offset,
+)
 from broker_core.client.consumer.offsetstore import (
     LocalFileOffsetStore,
     OffsetStore,
@@ -64,14 +67,13 @@ from broker_core.client.consumer.rebalance import (
     AllocateMessageQueueStrategy,
     sort_for_allocate,
 )
-from broker_core.client.instance import MASTER_ID, ClientInstance, refused
+from broker_core.client.instance import ClientInstance
+from broker_core.client.requests import refused
 from broker_core.errors import ClientError, NoRouteError
 from broker_core.messagequeue import MessageQueue
-from broker_core.remoting.codes import RequestCode, ResponseCode
-from broker_core.remoting.command import RemotingCommand
-from broker_core.remoting.errors import RemotingError
-from broker_core.store.hashcode import tags_code
-from broker_core.store.message import (
+from broker_core.model.groupconfig import MASTER_ID
+from broker_core.model.hashcode import tags_code
+from broker_core.model.message import (
     COMPRESSED_FLAG,
     PROPERTY_MAX_OFFSET,
     PROPERTY_MIN_OFFSET,
@@ -79,15 +81,16 @@ from broker_core.store.message import (
     RecordFormatError,
     iter_records,
 )
+from broker_core.remoting.codes import RequestCode, ResponseCode
+from broker_core.remoting.errors import RemotingError
+from broker_core.remoting.headers import PullMessageRequestHeader, PullSysFlag
 from broker_core.tags import SUB_ALL, parse_tags
 from broker_core.topics import group_problem, topic_problem
 
 log = logging.getLogger(__name__)
 
-# PULL_MESSAGE sysFlag bits (PullSysFlag).
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
+T = TypeVar("T")
+
 
 # How long a background pull waits after a failure before trying the queue again.
 PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION = 1_000
@@ -121,7 +124,8 @@ class PullStatus(enum.Enum):
     OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
 
 
-_STATUS_BY_CODE = {
+# Keyed by int: a reply's code is the plain int read off the wire.
+_STATUS_BY_CODE: dict[int, PullStatus] = {
     ResponseCode.SUCCESS: PullStatus.FOUND,
     ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
@@ -374,7 +378,8 @@ class PullConsumer:
             raise ClientError(f"pull consumer {self.group!r} is not started")
         return self._instance
 
-    def _run(self, coro: Any, timeout_s: float | None = None) -> Any:
+    def _run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
+        """Run ``coro`` on the instance's loop and wait for its result (the blocking API)."""
         return self.instance.submit(coro).result(timeout_s)
 
     # -- queues and offsets of a queue ------------------------------------------------------
@@ -604,38 +609,37 @@ class PullConsumer:
         if max_nums <= 0:
             raise ClientError(f"max_nums must be positive, not {max_nums}")
         addr = await self._addr(mq)
-        sys_flag = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms is not None else 0)
-        request = RemotingCommand.request(
-            RequestCode.PULL_MESSAGE,
-            {
-                "consumerGroup": self.group,
-                "topic": mq.topic,
-                "queueId": str(mq.queue_id),
-                "queueOffset": str(offset),
-                "maxMsgNums": str(max_nums),
-                "sysFlag": str(sys_flag),
-                "commitOffset": "0",
-                "suspendTimeoutMillis": str(suspend_ms or 0),
-                "subscription": sub.expression,
-                "subVersion": "0",
-                "expressionType": "TAG",
-            },
+        sys_flag = PullSysFlag.SUBSCRIPTION
+        if suspend_ms is not None:
+            sys_flag |= PullSysFlag.SUSPEND
+        header = PullMessageRequestHeader(
+            consumer_group=self.group,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=offset,
+            max_msg_nums=max_nums,
+            sys_flag=sys_flag,
+            commit_offset=0,
+            suspend_timeout_millis=suspend_ms or 0,
+            subscription=sub.expression,
+            expression_type="TAG",
         )
-        response = await self.instance.invoke(addr, request, timeout_s)
-        status = _STATUS_BY_CODE.get(response.code)
+        reply = await self.instance.requests.pull_message(addr, header, timeout_s)
+        status = _STATUS_BY_CODE.get(reply.code)
         if status is None:
-            raise refused(addr, f"the pull of {mq} at {offset}", response)
-        fields = response.ext_fields
+            raise refused(addr, f"the pull of {mq} at {offset}", reply.response)
         try:
-            next_offset = int(fields["nextBeginOffset"])
-            min_offset = int(fields.get("minOffset", 0))
-            max_offset = int(fields.get("maxOffset", 0))
-            self._suggested[mq] = int(fields.get("suggestWhichBrokerId", MASTER_ID))
-        except (KeyError, ValueError) as exc:
+            answer = reply.header
+        except ValueError as exc:
             raise ClientError(f"{addr} answered the pull of {mq} with a malformed header: {exc!r}") from None
+        next_offset = answer.next_begin_offset
+        if next_offset is None:
+            raise ClientError(f"{addr} answered the pull of {mq} with a malformed header: no nextBeginOffset")
+        min_offset, max_offset = answer.min_offset, answer.max_offset
+        self._suggested[mq] = answer.suggest_which_broker_id
         messages: list[MessageExt] = []
         if status is PullStatus.FOUND:
-            messages = [m for m in decode_pull_body(response.body, min_offset, max_offset) if sub.matches(m)]
+            messages = [m for m in decode_pull_body(reply.body, min_offset, max_offset) if sub.matches(m)]
         return PullResult(status, next_offset, min_offset, max_offset, messages)
 
     # -- subscribe and poll, on the loop -------------------------------------------------------
@@ -689,30 +693,9 @@ class PullConsumer:
         queues = await self._fetch_queues(topic)
         if self.message_model is MessageModel.BROADCASTING:
             return queues
-        cids = await self._consumer_ids(topic)
+        cids = await group_consumer_ids(self.instance, self.group, await self.instance.route(topic))
         mq_all, cid_all = sort_for_allocate(queues, cids)
         return self.allocate_strategy.allocate(self.group, self.instance.client_id, mq_all, cid_all)
-
-    async def _consumer_ids(self, topic: str) -> list[str]:
-        """GET_CONSUMER_LIST_BY_GROUP from one broker of the topic (any: they all know)."""
-        route = await self.instance.route(topic)
-        addrs = sorted(route.read_addrs().values())
-        if not addrs:
-            raise NoRouteError(f"topic {topic!r} has no broker address")
-        addr = random.choice(addrs)
-        request = RemotingCommand.request(
-            RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group}
-        )
-        response = await self.instance.invoke(addr, request)
-        if response.code != ResponseCode.SUCCESS:
-            raise refused(addr, f"the consumer list of {self.group!r}", response)
-        try:
-            ids = orjson.loads(response.body)["consumerIdList"]
-        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-            raise ClientError(f"{addr} answered the consumer list with a malformed body: {exc!r}") from None
-        if not ids:
-            raise ClientError(f"{addr} lists no consumer in group {self.group!r}")
-        return [str(cid) for cid in ids]
 
     async def _start_offset(self, mq: MessageQueue) -> int:
         """The committed offset, else where ``consume_from_where`` says a new queue starts."""

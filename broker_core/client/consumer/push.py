@@ -40,7 +40,7 @@ from typing import Any
 import orjson
 
 from broker_core.client.config import ClientConfig
-from broker_core.client.consumer.assignment import readable_queues, start_offset
+from broker_core.client.consumer.assignment import group_consumer_ids, readable_queues, start_offset
 from broker_core.client.consumer.direct import consume_directly
 from broker_core.client.consumer.offsetstore import (
     NO_OFFSET,
@@ -60,24 +60,22 @@ from broker_core.client.consumer.workers import ConsumeWorkers
 from broker_core.client.instance import ClientInstance
 from broker_core.errors import BrokerRefusedError, ClientError, NoRouteError
 from broker_core.messagequeue import MessageQueue
-from broker_core.remoting.codes import RequestCode, ResponseCode
-from broker_core.remoting.command import RemotingCommand
-from broker_core.remoting.errors import RemotingError
-from broker_core.store.message import (
+from broker_core.model.message import (
     COMPRESSED_FLAG,
     PROPERTY_RETRY_TOPIC,
     MessageExt,
     RecordFormatError,
     iter_records,
 )
+from broker_core.remoting.codes import RequestCode, ResponseCode
+from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.errors import RemotingError
+from broker_core.remoting.headers import CONSUMER_GROUP, PullMessageRequestHeader, PullSysFlag
 from broker_core.tags import parse_tags
 from broker_core.topics import RETRY_GROUP_TOPIC_PREFIX, group_problem, retry_topic
 
 log = logging.getLogger(__name__)
 
-PULL_FLAG_COMMIT_OFFSET = 0x1
-PULL_FLAG_SUSPEND = 0x2
-PULL_FLAG_SUBSCRIPTION = 0x4
 BROKER_SUSPEND_MAX_MS = 15_000
 PULL_TIMEOUT_S = 30.0
 PULL_DELAY_ON_EXCEPTION_S = 3.0
@@ -464,27 +462,13 @@ class PushConsumer:
         mq_all = readable_queues(route)
         if not self.clustering:
             return mq_all
-        cid_all = await self._consumer_ids(route.master_addrs().values())
-        if not mq_all or not cid_all:
+        if not mq_all:
             return []
+        cid_all = await group_consumer_ids(self._instance, self.group, route)
         mq_sorted, cid_sorted = sort_for_allocate(mq_all, cid_all)
         return list(
             self.allocate_strategy.allocate(self.group, self._instance.client_id, mq_sorted, cid_sorted)
         )
-
-    async def _consumer_ids(self, addrs: Any) -> list[str]:
-        assert self._instance is not None
-        for addr in sorted(addrs):
-            request = RemotingCommand.request(
-                RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group}
-            )
-            try:
-                response = await self._instance.invoke(addr, request)
-            except RemotingError:
-                continue
-            if response.code == ResponseCode.SUCCESS:
-                return [str(cid) for cid in orjson.loads(response.body).get("consumerIdList") or []]
-        return []
 
     async def _drop(self, mq: MessageQueue) -> None:
         pq = self.process_queues.pop(mq)
@@ -542,23 +526,23 @@ class PushConsumer:
         addr = await self._instance.find_master(mq.broker_name, mq.topic)
         expression = self._all_subscriptions().get(mq.topic, "*")
         commit = self._store.offsets().get(mq, NO_OFFSET) if self.clustering else NO_OFFSET
-        sys_flag = PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION | (PULL_FLAG_COMMIT_OFFSET if commit > 0 else 0)
-        fields = {
-            "consumerGroup": self.group,
-            "topic": mq.topic,
-            "queueId": str(mq.queue_id),
-            "queueOffset": str(pq.next_offset),
-            "maxMsgNums": str(self.pull_batch_size),
-            "sysFlag": str(sys_flag),
-            "commitOffset": str(max(commit, 0)),
-            "suspendTimeoutMillis": str(BROKER_SUSPEND_MAX_MS),
-            "subscription": expression,
-            "subVersion": "0",
-        }
-        response = await self._instance.invoke(
-            addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, fields), PULL_TIMEOUT_S
+        sys_flag = PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION
+        if commit > 0:
+            sys_flag |= PullSysFlag.COMMIT_OFFSET
+        header = PullMessageRequestHeader(
+            consumer_group=self.group,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=pq.next_offset,
+            max_msg_nums=self.pull_batch_size,
+            sys_flag=sys_flag,
+            commit_offset=max(commit, 0),
+            suspend_timeout_millis=BROKER_SUSPEND_MAX_MS,
+            subscription=expression,
         )
-        next_offset = int(response.ext_fields.get("nextBeginOffset") or pq.next_offset)
+        reply = await self._instance.requests.pull_message(addr, header, PULL_TIMEOUT_S)
+        response = reply.response
+        next_offset = reply.header.next_offset_or(pq.next_offset)
         if response.code == ResponseCode.SUCCESS:
             self._found(pq, response.body, expression, next_offset)
         elif response.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
@@ -732,7 +716,7 @@ class PushConsumer:
                 continue
             body = orjson.dumps(
                 {
-                    "consumerGroup": self.group,
+                    CONSUMER_GROUP: self.group,
                     "clientId": self._instance.client_id,
                     "mqSet": [q.to_json() for q in queues],
                 }

@@ -23,10 +23,7 @@ from typing import TYPE_CHECKING
 
 from broker_core.client.message import Message
 from broker_core.errors import BrokerCoreError
-from broker_core.remoting.codes import RequestCode, ResponseCode
-from broker_core.remoting.command import RemotingCommand
-from broker_core.remoting.errors import RemotingError
-from broker_core.store.message import (
+from broker_core.model.message import (
     PROPERTY_MAX_RECONSUME_TIMES,
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_RECONSUME_TIME,
@@ -35,6 +32,9 @@ from broker_core.store.message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     MessageExt,
 )
+from broker_core.remoting.codes import RequestCode, ResponseCode
+from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.errors import RemotingError
 from broker_core.topics import retry_topic
 
 if TYPE_CHECKING:

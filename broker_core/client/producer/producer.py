@@ -27,18 +27,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from broker_core.client.config import ClientConfig
-from broker_core.client.instance import ClientInstance, refused
+from broker_core.client.instance import ClientInstance
 from broker_core.client.message import Message, SendResult, SendStatus
 from broker_core.client.msgid import UniqueIdGenerator
 from broker_core.client.producer.attempts import ATTEMPT_ERRORS, Selector, SendAttempts
 from broker_core.client.producer.faulttolerance import FaultStrategy
 from broker_core.client.producer.queues import TopicPublishInfo
+from broker_core.client.requests import refused
 from broker_core.errors import ClientError, MessageTooLargeError, NoRouteError
 from broker_core.messagequeue import MessageQueue
-from broker_core.remoting.codes import RequestCode, ResponseCode
-from broker_core.remoting.command import RemotingCommand
-from broker_core.store.hashcode import java_hash_code
-from broker_core.store.message import (
+from broker_core.model.hashcode import java_hash_code
+from broker_core.model.message import (
     COMPRESSED_FLAG,
     PROPERTY_MAX_RECONSUME_TIMES,
     PROPERTY_RECONSUME_TIME,
@@ -48,6 +47,8 @@ from broker_core.store.message import (
     encode_batch,
     encode_properties,
 )
+from broker_core.remoting.codes import RequestCode, ResponseCode
+from broker_core.remoting.command import RemotingCommand
 from broker_core.topics import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -61,7 +62,8 @@ SendCallback = Callable[[SendResult | None, BaseException | None], None]
 
 CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 
-_STATUS = {
+# Keyed by int: a response's code is the plain int read off the wire.
+_STATUS: dict[int, SendStatus] = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,

@@ -19,9 +19,9 @@ import random
 import threading
 from dataclasses import dataclass, field
 
-from broker_core.broker.topics import PERM_WRITE
 from broker_core.client.routes import BrokerName, TopicRoute
 from broker_core.messagequeue import MessageQueue
+from broker_core.model.topicconfig import PERM_WRITE
 
 # The counter stays a non-negative Java int, as RocketMQ's ThreadLocalIndex keeps it.
 POSITIVE_MASK = 0x7FFFFFFF

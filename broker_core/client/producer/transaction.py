@@ -28,10 +28,7 @@ from broker_core.client.config import ClientConfig
 from broker_core.client.message import Message, SendResult, SendStatus
 from broker_core.client.producer.producer import Producer
 from broker_core.errors import ClientError
-from broker_core.remoting.codes import RequestCode
-from broker_core.remoting.command import RemotingCommand
-from broker_core.remoting.errors import RemotingError
-from broker_core.store.message import (
+from broker_core.model.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_TRANSACTION_PREPARED,
@@ -41,6 +38,9 @@ from broker_core.store.message import (
     MessageExt,
     decode_message_id,
 )
+from broker_core.remoting.codes import RequestCode
+from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.errors import RemotingError
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from broker_core.broker.processors.send import SendError, SendHeader, SendProcessor
-from broker_core.broker.topics import TopicConfig
+from broker_core.model.message import COMPRESSED_FLAG, decode_record, encode_batch, encode_properties
+from broker_core.model.topicconfig import TopicConfig
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.connection import Connection
-from broker_core.store.message import COMPRESSED_FLAG, decode_record, encode_batch, encode_properties
 from broker_core.testing import run_broker
 
 TOPIC = "SendTopic"

@@ -9,7 +9,7 @@ import pytest
 
 from broker_core.cli.args import format_timestamp, parse_bool, parse_timestamp
 from broker_core.errors import MessageIllegalError
-from broker_core.store.message import create_message_id, decode_message_id, encode_host
+from broker_core.model.message import create_message_id, decode_message_id, encode_host
 
 
 def fixed_clock() -> int:

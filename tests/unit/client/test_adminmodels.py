@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from broker_core.broker.maintenance import JOBS
 from broker_core.client.admin import MAINTENANCE_JOBS, parse_namesrv_addr
 from broker_core.client.adminmodels import (
     ConsumerConnection,
@@ -16,6 +15,7 @@ from broker_core.client.adminmodels import (
 )
 from broker_core.client.routes import ClusterInfo, TopicRoute
 from broker_core.messagequeue import MessageQueue
+from broker_core.model.maintenance import JOBS
 from broker_core.remoting import fastjson
 
 MQ0 = MessageQueue("Orders", "broker-a", 0)

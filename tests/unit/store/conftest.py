@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from broker_core.config import StoreConfig
-from broker_core.store.message import MessageExt, MessageInner, decode_record
+from broker_core.model.message import MessageExt, MessageInner, decode_record
 from broker_core.store.results import GetMessageStatus
 from broker_core.store.store import MessageStore
 

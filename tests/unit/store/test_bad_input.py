@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from broker_core.store.message import MessageInner
+from broker_core.model.message import MessageInner
 from broker_core.store.results import PutMessageStatus
 from broker_core.store.store import MessageStore
 
@@ -159,7 +159,7 @@ def test_it_refuses_writes_after_close_as_service_not_available(config, clock: C
 DISK_FULL = """
 import json, resource, signal, sys, time
 from broker_core.config import StoreConfig
-from broker_core.store.message import MessageInner
+from broker_core.model.message import MessageInner
 from broker_core.store.store import MessageStore
 
 config = StoreConfig(**json.loads(sys.argv[1]))

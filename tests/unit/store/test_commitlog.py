@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from broker_core.errors import MessageIllegalError
+from broker_core.model.message import BLANK_MAGIC_CODE, MessageInner, decode_record, encode_host
 from broker_core.store.commitlog import CommitLog
-from broker_core.store.message import BLANK_MAGIC_CODE, MessageInner, decode_record, encode_host
 from broker_core.store.results import PutMessageStatus
 from broker_core.store.store import MessageStore
 

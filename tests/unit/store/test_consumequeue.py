@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from broker_core.model.hashcode import tags_code
+from broker_core.model.message import TRANSACTION_PREPARED_TYPE, MessageInner, decode_record
 from broker_core.store.consumequeue import CQ_STORE_UNIT_SIZE
-from broker_core.store.hashcode import tags_code
-from broker_core.store.message import TRANSACTION_PREPARED_TYPE, MessageInner, decode_record
 from broker_core.store.results import GetMessageStatus
 from broker_core.store.store import MessageStore
 from broker_core.topics import SCHEDULE_TOPIC

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from broker_core.config import StoreConfig
-from broker_core.store.message import decode_record
+from broker_core.model.message import decode_record
 from broker_core.store.store import MessageStore
 
 from .conftest import ORDERS, REPO, Clock, message, reopen, tiny_config

@@ -10,14 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker_core.errors import MessageIllegalError
+from broker_core.model.message import MessageBatchInner, decode_batch, encode_batch, iter_records
 from broker_core.store import commitlog
-from broker_core.store.message import MessageBatchInner, decode_batch, encode_batch, iter_records
 from broker_core.store.results import PutMessageStatus
 from broker_core.store.store import MessageStore
 
 from .conftest import ORDERS, Clock, read_queue, reopen, tiny_config
 
-speedups = pytest.importorskip("broker_core.store._speedups")
+speedups = pytest.importorskip("broker_core._speedups")
 
 
 def items(n: int, start: int = 0) -> list[tuple[bytes, dict[str, str], int]]:
@@ -79,7 +79,7 @@ def test_it_indexes_and_filters_batch_items_like_single_messages(store: MessageS
     assert [m.body for m in store.query_message(ORDERS, "order-7")] == [items(10)[7][0]]
     assert len(store.query_message(ORDERS, "shared", max_num=32)) == 10
     assert [m.queue_offset for m in store.query_message(ORDERS, f"U{3:031d}")] == [3]
-    from broker_core.store.hashcode import tags_code
+    from broker_core.model.hashcode import tags_code
 
     pulled = store.get_message(ORDERS, 0, 0, 32, tags_codes={tags_code("tag1")})
     assert [m.properties["TAGS"] for m in iter_records(pulled.body)] == ["tag1"] * 5

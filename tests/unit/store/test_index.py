@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker_core.store.hashcode import java_hash_code
+from broker_core.model.hashcode import java_hash_code
 from broker_core.store.store import MessageStore
 
 from .conftest import AUDIT, ORDERS, T0, Clock, message, reopen, tiny_config

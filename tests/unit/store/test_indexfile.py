@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker_core.errors import CorruptFileError
-from broker_core.store.hashcode import index_key_hash, java_hash_code
+from broker_core.model.hashcode import index_key_hash, java_hash_code
 from broker_core.store.indexfile import (
     INDEX_HEADER_SIZE,
     INDEX_SIZE,

@@ -1,4 +1,4 @@
-"""The commit-log record format (``broker_core.store.message``), byte for byte.
+"""The commit-log record format (``broker_core.model.message``), byte for byte.
 
 Layout reference: remoting-protocol.md section 6.  Every round trip goes through
 ``MessageInner.encode`` + ``finish_record`` (what the commit log does) and ``decode_record``
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from broker_core.errors import MessageIllegalError
-from broker_core.store.hashcode import tags_code
-from broker_core.store.message import (
+from broker_core.model.hashcode import tags_code
+from broker_core.model.message import (
     BLANK,
     BLANK_MAGIC_CODE,
     BORNHOST_V6_FLAG,

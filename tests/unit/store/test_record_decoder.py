@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker_core.store import message
-from broker_core.store.message import (
+from broker_core.model import message
+from broker_core.model.message import (
     BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
     MESSAGE_MAGIC_CODE,
@@ -37,7 +37,7 @@ from broker_core.store.message import (
     py_iter_records,
 )
 
-speedups = pytest.importorskip("broker_core.store._speedups")
+speedups = pytest.importorskip("broker_core._speedups")
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)

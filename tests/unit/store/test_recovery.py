@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from broker_core.config import StoreConfig
-from broker_core.store.message import MESSAGE_MAGIC_CODE, MessageExt
+from broker_core.model.message import MESSAGE_MAGIC_CODE, MessageExt
 from broker_core.store.results import GetMessageStatus
 from broker_core.store.store import MessageStore
 
@@ -44,7 +44,7 @@ QUEUES = 3
 WRITER = """
 import hashlib, json, random, sys
 from broker_core.config import StoreConfig
-from broker_core.store.message import MessageInner
+from broker_core.model.message import MessageInner
 from broker_core.store.store import MessageStore
 
 config = StoreConfig(**json.loads(sys.argv[1]))
@@ -267,7 +267,7 @@ def test_it_ignores_random_bytes_after_the_last_record_and_past_the_file_end(tmp
 CRASHER = """
 import json, os, signal, sys
 from broker_core.config import StoreConfig
-from broker_core.store.message import MessageInner
+from broker_core.model.message import MessageInner
 from broker_core.store.store import MessageStore
 
 config = StoreConfig(**json.loads(sys.argv[1]))

@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker_core.store import hashcode, indexfile
+from broker_core.model import hashcode
+from broker_core.store import indexfile
 
-speedups = pytest.importorskip("broker_core.store._speedups")
+speedups = pytest.importorskip("broker_core._speedups")
 
 
 def test_it_is_built_here() -> None:
@@ -65,8 +66,8 @@ def test_it_writes_index_files_byte_for_byte_like_put_key(
 def test_it_writes_batches_byte_for_byte_like_the_python_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from broker_core.model.message import MessageInner
     from broker_core.store import commitlog
-    from broker_core.store.message import MessageInner
 
     def fill(directory: Path) -> bytes:
         log = commitlog.CommitLog(

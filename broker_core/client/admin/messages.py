@@ -1,13 +1,11 @@
-"""The admin client's operations on messages and offsets beyond the plain queries.
+"""The admin client's message calls: finding, browsing, sending, tracking and resending.
 
-Browsing a topic by time range, moving a group's offsets (to the earliest, the latest,
-given offsets; skipping what accumulated), following a message to the groups that did
-or did not consume it, resending dead letters to their group's retry topic, and the
-consumer relays (running info, consume directly).  What consoles built on RocketMQ offer
-(rocketmq-dashboard's message, DLQ and consumer pages).
-
-``MessageOperations`` is a mixin of ``AdminClient``: it uses the client's transport
-(``_invoke``, ``_ask_each``...) and its route and stats calls.
+Looking a message up (by offset msgId, by key, by client msgId), browsing a topic by time
+range with tool pulls (which commit nothing and need no online consumer), sending a test
+message, following a message to the groups that did or did not consume it, resending dead
+letters to their group's retry topic, and the consumer relays (running info, consume
+directly): what consoles built on RocketMQ offer (rocketmq-dashboard's message, DLQ and
+consumer pages).
 """
 
 from __future__ import annotations
@@ -17,16 +15,18 @@ import itertools
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Final
 
 import orjson
 
+from broker_core.client.admin.offsets import OffsetCalls
+from broker_core.client.admin.topics import TopicCalls
 from broker_core.client.config import local_ip
 from broker_core.client.msgid import UniqueIdGenerator
-from broker_core.errors import AdminError
+from broker_core.client.requests import PullReply
+from broker_core.errors import AdminError, MessageIllegalError
 from broker_core.messagequeue import MessageQueue
-from broker_core.remoting.codes import RequestCode, ResponseCode
-from broker_core.store.message import (
+from broker_core.model.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_REAL_QUEUE_ID,
@@ -34,22 +34,45 @@ from broker_core.store.message import (
     PROPERTY_RETRY_TOPIC,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     MessageExt,
+    RecordFormatError,
+    decode_message_id,
     encode_properties,
     iter_records,
 )
+from broker_core.remoting.codes import RequestCode, ResponseCode
+from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.headers import CONSUMER_GROUP, PullMessageRequestHeader, PullSysFlag
 from broker_core.tags import parse_tags
 from broker_core.topics import TOOLS_CONSUMER_GROUP, retry_topic
 
-if TYPE_CHECKING:
-    from broker_core.client.admin import AdminClient
+__all__ = [
+    "DEFAULT_BROWSE_LIMIT",
+    "DEFAULT_QUERY_MAX_NUM",
+    "LONG_MAX",
+    "PULL_BATCH",
+    "MessageCalls",
+    "MessageTrack",
+    "ResendOutcome",
+    "TrackType",
+]
 
-# The group RocketMQ's tools pull as; the pull carries its own subscription, commits nothing.
-PULL_FLAG_SUBSCRIPTION = 0x4
-PULL_BATCH = 32
+LONG_MAX: Final = 2**63 - 1
+DEFAULT_QUERY_MAX_NUM: Final = 64
+"""The most a broker returns for one QUERY_MESSAGE (RocketMQ's ``maxQueryNum`` default)."""
+PULL_BATCH = 32  # the most a broker returns for one pull (maxTransferCountOnMessageInMemory)
+# The answers of a tool pull that are not refusals.
+_PULL_ANSWERS = frozenset(
+    {
+        ResponseCode.SUCCESS,
+        ResponseCode.PULL_NOT_FOUND,
+        ResponseCode.PULL_RETRY_IMMEDIATELY,
+        ResponseCode.PULL_OFFSET_MOVED,
+    }
+)
 DEFAULT_BROWSE_LIMIT = 2_000
-# Properties that only meant something where the message was before (delay, DLQ routing).
-_SEND_TURN = itertools.count()
+_SEND_TURN = itertools.count()  # test sends take the writable queues in turn
 _IDS = UniqueIdGenerator(local_ip())
+# Properties that only meant something where the message was before (delay, DLQ routing).
 _NOT_RESENT = frozenset({PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID})
 # What a republished dead letter does not carry over: the broker's and the retry path's
 # bookkeeping, and the ids the new message gets afresh.
@@ -88,7 +111,7 @@ class MessageTrack:
     track_type: TrackType
 
     def to_json(self) -> dict[str, str]:
-        return {"consumerGroup": self.group, "trackType": self.track_type.value}
+        return {CONSUMER_GROUP: self.group, "trackType": self.track_type.value}
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,13 +126,95 @@ class ResendOutcome:
         return {"msgId": self.msg_id, "ok": self.ok, "detail": self.detail}
 
 
-class MessageOperations:
-    """Message browsing, offset moves, tracking, DLQ resend and consumer relays."""
+class MessageCalls(OffsetCalls, TopicCalls):
+    """Message lookup and browsing, test sends, tracking, DLQ resend and consumer relays."""
+
+    # -- finding a message ---------------------------------------------------------------------
+
+    async def view_message(self, offset_msg_id: str) -> MessageExt:
+        """The message with this offset msgId (store host + commit-log offset).
+
+        Raises:
+            AdminError: not an offset msgId, a host that is no known broker, or no message there.
+        """
+        try:
+            addr, offset = decode_message_id(offset_msg_id.strip())
+        except MessageIllegalError as exc:
+            raise AdminError(f"{exc}; an offset msgId is 32 hex characters") from exc
+        info = await self.cluster_info()
+        if info.broker_by_addr(addr) is None:
+            raise AdminError(
+                f"msgId {offset_msg_id} points at {addr}, which is no broker the nameservers know "
+                "(a client msgId? query it by unique key with its topic)",
+                code=ResponseCode.QUERY_NOT_FOUND,
+            )
+        response = await self._invoke(addr, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset})
+        messages = self._records(response)
+        if not messages:
+            raise AdminError(
+                f"{addr} has no message at offset {offset}", code=ResponseCode.QUERY_NOT_FOUND, addr=addr
+            )
+        return messages[0]
+
+    @staticmethod
+    def _records(response: RemotingCommand) -> list[MessageExt]:
+        try:
+            return list(iter_records(response.body))
+        except RecordFormatError as exc:
+            raise AdminError(f"malformed message records: {exc}") from exc
+
+    async def query_by_key(
+        self,
+        topic: str,
+        key: str,
+        *,
+        max_num: int = DEFAULT_QUERY_MAX_NUM,
+        begin_ms: int = 0,
+        end_ms: int = LONG_MAX,
+        unique_key: bool = False,
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` whose KEYS include ``key`` (or whose UNIQ_KEY is ``key``),
+        stored within [begin_ms, end_ms], from every broker of the topic, oldest first.
+
+        Each broker returns at most ``max_num``.  ``unique_key`` asks for the client msgId
+        (UNIQ_KEY) instead; see ``query_by_unique_key``.
+        """
+        route = await self.topic_route(topic)
+        fields: dict[str, Any] = {
+            "topic": topic,
+            "key": key,
+            "maxNum": max_num,
+            "beginTimestamp": begin_ms,
+            "endTimestamp": end_ms,
+        }
+        if unique_key:
+            fields["_UNIQUE_KEY_QUERY"] = "true"
+        responses = await self._ask_each(
+            route.read_addrs().values(),
+            RequestCode.QUERY_MESSAGE,
+            fields,
+            skip={ResponseCode.QUERY_NOT_FOUND},
+        )
+        found: dict[str, MessageExt] = {}
+        for response in responses.values():
+            for msg in self._records(response):
+                found.setdefault(msg.msg_id, msg)
+        return sorted(found.values(), key=lambda m: (m.store_timestamp, m.store_host, m.commit_log_offset))
+
+    async def query_by_unique_key(self, topic: str, msg_id: str) -> list[MessageExt]:
+        """The stored copies of the message with client msgId ``msg_id`` (its UNIQ_KEY).
+
+        Usually one; more when the producer retried a send that had in fact been stored.
+        """
+        messages = await self.query_by_key(topic, msg_id, unique_key=True)
+        return [m for m in messages if m.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == msg_id]
+
+    # -- brokers -----------------------------------------------------------------------------
 
     # -- browsing ----------------------------------------------------------------------------
 
     async def messages_by_time(
-        self: AdminClient, topic: str, begin_ms: int, end_ms: int, *, limit: int = DEFAULT_BROWSE_LIMIT
+        self, topic: str, begin_ms: int, end_ms: int, *, limit: int = DEFAULT_BROWSE_LIMIT
     ) -> list[MessageExt]:
         """Messages of ``topic`` stored within [begin_ms, end_ms], oldest first, at most ``limit``.
 
@@ -133,13 +238,8 @@ class MessageOperations:
         found.sort(key=lambda m: (m.store_timestamp, m.store_host, m.commit_log_offset))
         return found[:limit]
 
-    async def _offset_by_time(self: AdminClient, addr: str, queue: MessageQueue, timestamp_ms: int) -> int:
-        fields = {"topic": queue.topic, "queueId": queue.queue_id, "timestamp": timestamp_ms}
-        response = await self._invoke(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, fields)
-        return int(response.ext_fields.get("offset") or 0)
-
     async def _read_range(
-        self: AdminClient,
+        self,
         addr: str,
         queue: MessageQueue,
         start: int,
@@ -151,36 +251,41 @@ class MessageOperations:
         messages, _next = await self.browse_queue(addr, queue, start, stop, limit)
         return [m for m in messages if begin_ms <= m.store_timestamp <= end_ms]
 
+    async def pull_tool(self, addr: str, queue: MessageQueue, offset: int, count: int) -> PullReply:
+        """One tool pull of up to ``count`` messages of ``queue`` from ``offset``: as
+        ``TOOLS_CONSUMER``, carrying its own subscription (``*``), committing nothing, never
+        held.  Every pull answer is returned (found, not found, retry, offset moved).
+
+        Raises:
+            AdminError: the broker refused (no such topic, ACL) or did not answer.
+        """
+        header = PullMessageRequestHeader(
+            consumer_group=TOOLS_CONSUMER_GROUP,
+            topic=queue.topic,
+            queue_id=queue.queue_id,
+            queue_offset=offset,
+            max_msg_nums=count,
+            sys_flag=PullSysFlag.SUBSCRIPTION,
+            suspend_timeout_millis=0,
+        )
+        reply = await self.requests.pull_message(addr, header)
+        if reply.code not in _PULL_ANSWERS:
+            raise self._refusal(addr, RequestCode.PULL_MESSAGE, reply.response)
+        return reply
+
     async def browse_queue(
-        self: AdminClient, addr: str, queue: MessageQueue, start: int, stop: int, max_messages: int
+        self, addr: str, queue: MessageQueue, start: int, stop: int, max_messages: int
     ) -> tuple[list[MessageExt], int]:
         """Up to ``max_messages`` stored messages of ``queue`` from offset ``start`` (before
         ``stop``), read with tool pulls that commit nothing; and the offset to go on from."""
         messages: list[MessageExt] = []
         offset = start
         while offset < stop and len(messages) < max_messages:
-            fields = {
-                "consumerGroup": TOOLS_CONSUMER_GROUP,
-                "topic": queue.topic,
-                "queueId": queue.queue_id,
-                "queueOffset": offset,
-                "maxMsgNums": min(PULL_BATCH, stop - offset, max_messages - len(messages)),
-                "sysFlag": PULL_FLAG_SUBSCRIPTION,
-                "commitOffset": 0,
-                "suspendTimeoutMillis": 0,
-                "subscription": "*",
-                "subVersion": 0,
-            }
-            accept = (
-                ResponseCode.SUCCESS,
-                ResponseCode.PULL_NOT_FOUND,
-                ResponseCode.PULL_RETRY_IMMEDIATELY,
-                ResponseCode.PULL_OFFSET_MOVED,
-            )
-            response = await self._invoke(addr, RequestCode.PULL_MESSAGE, fields, accept=accept)
-            next_offset = int(response.ext_fields.get("nextBeginOffset") or offset)
-            if response.code == ResponseCode.SUCCESS:
-                got = [m for m in iter_records(response.body) if m.queue_offset < stop]
+            count = min(PULL_BATCH, stop - offset, max_messages - len(messages))
+            reply = await self.pull_tool(addr, queue, offset, count)
+            next_offset = reply.header.next_offset_or(offset)
+            if reply.code == ResponseCode.SUCCESS:
+                got = [m for m in iter_records(reply.body) if m.queue_offset < stop]
                 messages.extend(got)
                 if got:
                     next_offset = got[-1].queue_offset + 1
@@ -189,38 +294,10 @@ class MessageOperations:
             offset = next_offset
         return messages, offset
 
-    async def _each_queue(self: AdminClient, topic: str) -> list[tuple[str, MessageQueue]]:
-        """(master address, queue) for every readable queue of ``topic``."""
-        route = await self.topic_route(topic)
-        addrs = route.read_addrs()
-        return [
-            (addrs[q.broker_name], MessageQueue(topic, q.broker_name, queue_id))
-            for q in route.queue_datas
-            if q.broker_name in addrs
-            for queue_id in range(q.read_queue_nums)
-        ]
-
-    async def offsets_by_time(self: AdminClient, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
-        """Per queue, the offset of the first message stored at or after ``timestamp_ms``."""
-        queues = await self._each_queue(topic)
-        found = await self._gather(self._offset_by_time(addr, q, timestamp_ms) for addr, q in queues)
-        return {q: offset for (_, q), offset in zip(queues, found, strict=True)}
-
-    async def earliest_store_times(self: AdminClient, topic: str) -> dict[MessageQueue, int]:
-        """Per queue, when its oldest stored message was stored (epoch ms; 0 when it is empty)."""
-        queues = await self._each_queue(topic)
-
-        async def one(addr: str, queue: MessageQueue) -> int:
-            fields = {"topic": topic, "queueId": queue.queue_id}
-            accept = (ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR)
-            response = await self._invoke(addr, RequestCode.GET_EARLIEST_MSG_STORETIME, fields, accept=accept)
-            return max(0, int(response.ext_fields.get("timestamp") or 0)) if response.code == 0 else 0
-
-        found = await self._gather(one(addr, q) for addr, q in queues)
-        return {q: ts for (_, q), ts in zip(queues, found, strict=True)}
+    # -- sending ---------------------------------------------------------------------------------
 
     async def send_message(
-        self: AdminClient,
+        self,
         topic: str,
         body: bytes,
         *,
@@ -275,58 +352,9 @@ class MessageOperations:
             "queueOffset": int(response.ext_fields.get("queueOffset", -1)),
         }
 
-    # -- offsets -------------------------------------------------------------------------------
-
-    async def reset_offset_to_earliest(self: AdminClient, group: str, topic: str) -> dict[MessageQueue, int]:
-        """Consume ``topic`` again from its oldest stored message."""
-        return await self.reset_offset_by_time(group, topic, 0, force=True)
-
-    async def reset_offset_to_latest(self: AdminClient, group: str, topic: str) -> dict[MessageQueue, int]:
-        """Skip everything stored so far in ``topic``: consume only what arrives from now on."""
-        return await self.reset_offset_by_time(group, topic, -1, force=True)
-
-    async def skip_accumulated(
-        self: AdminClient, group: str, topic: str | None = None
-    ) -> dict[MessageQueue, int]:
-        """Move ``group`` to the end of every topic it consumes (or of ``topic``): its lag goes to 0."""
-        topics = [topic] if topic is not None else (await self.consume_stats(group)).topics
-        moved: dict[MessageQueue, int] = {}
-        for name in topics:
-            moved.update(await self.reset_offset_to_latest(group, name))
-        return dict(sorted(moved.items()))
-
-    async def update_consumer_offsets(
-        self: AdminClient, group: str, offsets: Mapping[MessageQueue, int]
-    ) -> None:
-        """Set ``group``'s committed offset of each queue to the given one (checked against
-        the queue's range).  Online consumers are not told: their next commit wins, so
-        use this for a group that is stopped; ``reset_offset_by_time`` tells them."""
-        for queue, offset in offsets.items():
-            addr = await self._master_of(queue)
-            fields = {"topic": queue.topic, "queueId": queue.queue_id}
-            low = int(
-                (await self._invoke(addr, RequestCode.GET_MIN_OFFSET, fields)).ext_fields.get("offset") or 0
-            )
-            high = int(
-                (await self._invoke(addr, RequestCode.GET_MAX_OFFSET, fields)).ext_fields.get("offset") or 0
-            )
-            if not low <= offset <= high:
-                raise AdminError(f"offset {offset} of {queue} is outside the queue's range [{low}, {high}]")
-            await self._invoke(
-                addr,
-                RequestCode.UPDATE_CONSUMER_OFFSET,
-                {"consumerGroup": group, **fields, "commitOffset": offset},
-            )
-
-    async def _master_of(self: AdminClient, queue: MessageQueue) -> str:
-        addr = (await self._route_masters(queue.topic)).get(queue.broker_name)
-        if addr is None:
-            raise AdminError(f"broker {queue.broker_name!r} of {queue} has no master in the topic's route")
-        return addr
-
     # -- where a message stands ------------------------------------------------------------------
 
-    async def message_track(self: AdminClient, offset_msg_id: str) -> list[MessageTrack]:
+    async def message_track(self, offset_msg_id: str) -> list[MessageTrack]:
         """For each group consuming the message's topic: consumed, filtered out, not yet, or offline."""
         msg = await self.view_message(offset_msg_id)
         info = await self.cluster_info()
@@ -339,7 +367,7 @@ class MessageOperations:
             tracks.append(MessageTrack(group, await self._track(group, queue, msg)))
         return tracks
 
-    async def _track(self: AdminClient, group: str, queue: MessageQueue, msg: MessageExt) -> TrackType:
+    async def _track(self, group: str, queue: MessageQueue, msg: MessageExt) -> TrackType:
         try:
             connection = await self.consumer_connections(group)
         except AdminError as exc:
@@ -364,9 +392,7 @@ class MessageOperations:
 
     # -- dead letters --------------------------------------------------------------------------------
 
-    async def resend_dlq_messages(
-        self: AdminClient, group: str, offset_msg_ids: Iterable[str]
-    ) -> list[ResendOutcome]:
+    async def resend_dlq_messages(self, group: str, offset_msg_ids: Iterable[str]) -> list[ResendOutcome]:
         """Send dead letters of ``group`` back to its retry topic, where its consumers get
         them again (as the original topic) with a fresh count of retries.
 
@@ -380,9 +406,7 @@ class MessageOperations:
                 outcomes.append(ResendOutcome(msg_id, False, str(exc)))
         return outcomes
 
-    async def republish_dead_letter(
-        self: AdminClient, offset_msg_id: str, topic: str | None = None
-    ) -> ResendOutcome:
+    async def republish_dead_letter(self, offset_msg_id: str, topic: str | None = None) -> ResendOutcome:
         """Send a dead letter (or any stored message) again as a new message of its original
         topic (``RETRY_TOPIC``, where the DLQ keeps it), or of ``topic``: every consumer of
         that topic gets it, whether or not one is online now.
@@ -411,7 +435,7 @@ class MessageOperations:
         )
         return ResendOutcome(offset_msg_id, True, detail)
 
-    async def _resend_one(self: AdminClient, group: str, msg_id: str) -> ResendOutcome:
+    async def _resend_one(self, group: str, msg_id: str) -> ResendOutcome:
         msg = await self.view_message(msg_id)
         target = retry_topic(group)
         masters = await self._route_masters(target)
@@ -438,18 +462,18 @@ class MessageOperations:
 
     # -- relays to a consumer -------------------------------------------------------------------------
 
-    async def consumer_running_info(self: AdminClient, group: str, client_id: str) -> str:
+    async def consumer_running_info(self, group: str, client_id: str) -> str:
         """What the consumer says of itself (its queues, threads, properties), as it said it.
 
         The C++ client's answer is not valid JSON, so it is returned as text.
         """
         addr = await self._broker_of_client(group, client_id)
-        fields = {"consumerGroup": group, "clientId": client_id, "jstackEnable": "false"}
+        fields = {CONSUMER_GROUP: group, "clientId": client_id, "jstackEnable": "false"}
         response = await self._invoke(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, fields)
         return response.body.decode("utf-8", errors="replace")
 
     async def consume_message_directly(
-        self: AdminClient, group: str, client_id: str, offset_msg_id: str
+        self, group: str, client_id: str, offset_msg_id: str
     ) -> dict[str, Any]:
         """Have one consumer of ``group`` consume a message now; its result as it reports it."""
         msg = await self.view_message(offset_msg_id)
@@ -460,7 +484,7 @@ class MessageOperations:
             raise AdminError(f"the message's broker {msg.store_host} has no master registered")
         assert broker is not None
         fields = {
-            "consumerGroup": group,
+            CONSUMER_GROUP: group,
             "clientId": client_id,
             "msgId": offset_msg_id,
             "brokerName": broker.broker_name,
@@ -472,13 +496,13 @@ class MessageOperations:
             body = {"raw": response.body.decode("utf-8", errors="replace")}
         return body if isinstance(body, dict) else {"result": body}
 
-    async def _broker_of_client(self: AdminClient, group: str, client_id: str) -> str:
+    async def _broker_of_client(self, group: str, client_id: str) -> str:
         """A master where ``client_id`` of ``group`` is connected."""
         for addr in await self._masters():
             response = await self._invoke(
                 addr,
                 RequestCode.GET_CONSUMER_CONNECTION_LIST,
-                {"consumerGroup": group},
+                {CONSUMER_GROUP: group},
                 accept=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE),
             )
             if response.code == ResponseCode.SUCCESS:

@@ -1,8 +1,10 @@
 /*
- * Optional C versions of the store's hottest pure functions.
+ * Optional C versions of the hottest pure functions of the record codec and the store.
  *
- * broker_core/store/hashcode.py holds the reference implementations and falls back to
- * them when this module was not built (no compiler); tests check both agree.
+ * broker_core/model/hashcode.py and broker_core/model/message.py hold the reference
+ * implementations and fall back to them when this module was not built (no compiler);
+ * tests check both agree.  It sits at the top of broker_core, below both the store and
+ * the clients, which both import it.
  *
  *   java_hash_code(s: str) -> int
  *       Java's String.hashCode(): h = 31*h + unit over the UTF-16 code units of s,
@@ -1027,7 +1029,7 @@ static PyMethodDef speedups_methods[] = {
 };
 
 static struct PyModuleDef speedups_module = {
-    PyModuleDef_HEAD_INIT, "broker_core.store._speedups", "C versions of hot store functions.", -1, speedups_methods,
+    PyModuleDef_HEAD_INIT, "broker_core._speedups", "C versions of hot store functions.", -1, speedups_methods,
 };
 
 PyMODINIT_FUNC

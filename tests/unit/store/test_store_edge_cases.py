@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from broker_core.store.hashcode import tags_code
+from broker_core.model.hashcode import tags_code
+from broker_core.model.message import MessageBatchInner, MessageInner, encode_batch, encode_properties
 from broker_core.store.mappedfilequeue import MappedFileQueue
-from broker_core.store.message import MessageBatchInner, MessageInner, encode_batch, encode_properties
 from broker_core.store.results import PutMessageStatus
 from broker_core.store.store import MessageStore
 from broker_core.topics import SCHEDULE_TOPIC

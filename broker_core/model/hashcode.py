@@ -32,12 +32,13 @@ def py_java_hash_code(text: str) -> int:
     else:
         raw = text.encode("utf-16-be")
         units = unpack(f">{len(raw) // 2}H", raw)
-    h = sum(map(mul, units, _powers(len(units)))) & _MASK
+    # operator.mul is untyped to mypy: the products of ints are ints.
+    h: int = sum(map(mul, units, _powers(len(units)))) & _MASK
     return h - (1 << 32) if h & 0x80000000 else h
 
 
 try:  # the C version, built by the project's install when a compiler is present
-    from broker_core.store._speedups import java_hash_code
+    from broker_core._speedups import java_hash_code as java_hash_code
 except ImportError:  # pragma: no cover - exercised on machines without a compiler
     java_hash_code = py_java_hash_code
 

@@ -31,19 +31,21 @@ This module owns the format: everything else encodes and decodes records through
 from __future__ import annotations
 
 import functools
+import mmap
 import socket
 import struct
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from broker_core.errors import MessageIllegalError
 
 try:  # ISA-L's SIMD CRC32: the same IEEE CRC as zlib.crc32, ~6x faster on 1 KiB bodies
-    from isal.isal_zlib import crc32
+    from isal.isal_zlib import crc32 as crc32
 except ImportError:  # pragma: no cover - isal has wheels for the platforms we run on
-    from zlib import crc32
-from broker_core.store.hashcode import tags_code as _tags_code
+    from zlib import crc32 as crc32
+from broker_core.model.hashcode import tags_code as _tags_code
 
 MESSAGE_MAGIC_CODE = 0xDAA320A7
 BLANK_MAGIC_CODE = 0xCBD43194
@@ -384,7 +386,7 @@ _BATCH_ITEM_HEAD = struct.Struct(">iiiii")
 BATCH_ITEM_FRAMING = _BATCH_ITEM_HEAD.size + 2  # item header + PROPLEN
 
 
-def encode_batch(items: list[tuple[bytes, Mapping[str, str] | bytes, int]]) -> bytes:
+def encode_batch(items: Iterable[tuple[bytes, Mapping[str, str] | bytes, int]]) -> bytes:
     """Encode (body, properties, flag) items as a producer sends a batch body."""
     out = bytearray()
     for body, props, flag in items:
@@ -634,40 +636,54 @@ def py_iter_records(buf: bytes | bytearray | memoryview) -> Iterator[MessageExt]
         pos += msg.store_size
 
 
-try:  # the C decoder (~15x faster): records, errors and messages as py_decode_record's
-    from broker_core.store._speedups import decode_records as _c_decode_records
+class _RecordDecoder(Protocol):
+    """``_speedups.decode_records`` as this module calls it: into MessageExt instances."""
+
+    def __call__(
+        self,
+        buf: bytes | bytearray | memoryview,
+        cls: type[MessageExt],
+        with_body: bool = ...,
+        pos: int = ...,
+        max_count: int = ...,
+        /,
+    ) -> tuple[list[MessageExt], tuple[int, str] | None]: ...
+
+
+# The C decoder (~15x faster): records, errors and messages as py_decode_record's.  None on
+# machines without a compiler, where the reference versions below are used instead.
+_c_decode_records: _RecordDecoder | None
+try:
+    from broker_core._speedups import decode_records as _decode_records_in_c
 except ImportError:  # pragma: no cover - machines without a compiler
     _c_decode_records = None
-
-
-def _c_decode_record(
-    buf: bytes | bytearray | memoryview, pos: int = 0, *, with_body: bool = True
-) -> MessageExt:
-    """Decode the record at ``buf[pos:]``.  Raises RecordFormatError on bad magic or size."""
-    if pos >= 0:
-        records, error = _c_decode_records(buf, MessageExt, with_body, pos, 1)
-        if records:
-            return records[0]
-        if error is not None:
-            raise RecordFormatError(error[1])
-    # Nothing left at pos, or a negative pos: the reference says what is wrong.
-    return py_decode_record(buf, pos, with_body=with_body)
-
-
-def _c_iter_records(buf: bytes | bytearray | memoryview) -> Iterator[MessageExt]:
-    """Decode records laid back to back (a FOUND pull body)."""
-    records, error = _c_decode_records(buf, MessageExt)
-    yield from records
-    if error is not None:
-        raise RecordFormatError(error[1])
-
-
-if _c_decode_records is not None:
-    decode_record = _c_decode_record
-    iter_records = _c_iter_records
-else:  # pragma: no cover - machines without a compiler
     decode_record = py_decode_record
     iter_records = py_iter_records
+else:
+    _c_decode_records = _decode_records_in_c
+
+    def _c_decode_record(
+        buf: bytes | bytearray | memoryview, pos: int = 0, *, with_body: bool = True
+    ) -> MessageExt:
+        """Decode the record at ``buf[pos:]``.  Raises RecordFormatError on bad magic or size."""
+        if pos >= 0:
+            records, error = _decode_records_in_c(buf, MessageExt, with_body, pos, 1)
+            if records:
+                return records[0]
+            if error is not None:
+                raise RecordFormatError(error[1])
+        # Nothing left at pos, or a negative pos: the reference says what is wrong.
+        return py_decode_record(buf, pos, with_body=with_body)
+
+    def _c_iter_records(buf: bytes | bytearray | memoryview) -> Iterator[MessageExt]:
+        """Decode records laid back to back (a FOUND pull body)."""
+        records, error = _decode_records_in_c(buf, MessageExt)
+        yield from records
+        if error is not None:
+            raise RecordFormatError(error[1])
+
+    decode_record = _c_decode_record
+    iter_records = _c_iter_records
 
 
 @dataclass(slots=True)
@@ -693,7 +709,7 @@ END = -1  # no valid record here: this is the end of the log
 
 
 def check_record(
-    buf: bytes | bytearray | memoryview, pos: int, limit: int
+    buf: bytes | bytearray | memoryview | mmap.mmap, pos: int, limit: int
 ) -> tuple[int, DispatchRequest | None]:
     """Validate the record at ``pos`` (magic, sizes, body CRC) for recovery.
 

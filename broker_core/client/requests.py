@@ -1,0 +1,123 @@
+"""Typed requests to a broker: one method per request code, over the caller's transport.
+
+The push and pull consumers (through their ``ClientInstance``), the admin client and the
+range scanner all build their requests here, with the headers of
+``broker_core.remoting.headers``, so a request's fields are written once.  The transport
+is the owner's: a ``ClientInstance`` signs requests and raises ``RemotingError`` when a
+broker does not answer; an ``AdminClient`` signs them and raises ``AdminUnreachableError``.
+
+Which answers count as a refusal differs by caller for a pull (a tool read accepts
+PULL_NOT_FOUND, a consumer maps every pull code to a status), so ``pull_message`` returns
+every answer with its parsed header; requests with one meaning of success raise
+``BrokerRefusedError`` themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import orjson
+
+from broker_core.errors import BrokerRefusedError, ClientError
+from broker_core.remoting.codes import RequestCode, ResponseCode
+from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.headers import (
+    GetConsumerListByGroupRequestHeader,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+
+Send = Callable[[str, RemotingCommand, "float | None"], Awaitable[RemotingCommand]]
+"""Send one request to an address and return whatever it answered (``timeout`` in seconds,
+None for the transport's default)."""
+
+
+def refused(addr: str, what: str, response: RemotingCommand) -> BrokerRefusedError:
+    """The error for a broker's refusal of ``what``, keeping its code and remark."""
+    try:
+        name = ResponseCode(response.code).name
+    except ValueError:
+        name = f"code {response.code}"
+    return BrokerRefusedError(
+        f"{addr} refused {what}: {name} {response.remark or ''}".rstrip(),
+        code=response.code,
+        remark=response.remark or "",
+        addr=addr,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PullReply:
+    """A broker's answer to PULL_MESSAGE: its code, parsed header and records (``body``)."""
+
+    response: RemotingCommand
+
+    @property
+    def header(self) -> PullMessageResponseHeader:
+        """The parsed response header; ``ValueError`` when a number in it does not parse."""
+        return PullMessageResponseHeader.from_fields(self.response.ext_fields)
+
+    @property
+    def code(self) -> int:
+        return self.response.code
+
+    @property
+    def body(self) -> bytes:
+        return self.response.body
+
+
+class BrokerRequests:
+    """The requests a client sends a broker, each with its typed header and answer."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+
+    async def pull_message(
+        self, addr: str, header: PullMessageRequestHeader, timeout_s: float | None = None
+    ) -> PullReply:
+        """PULL_MESSAGE: every answer, whatever its code (the caller judges it)."""
+        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_fields())
+        return PullReply(await self._send(addr, request, timeout_s))
+
+    async def query_consumer_offset(
+        self, addr: str, header: QueryConsumerOffsetRequestHeader, timeout_s: float | None = None
+    ) -> tuple[RemotingCommand, QueryConsumerOffsetResponseHeader]:
+        """QUERY_CONSUMER_OFFSET: the answer (SUCCESS, QUERY_NOT_FOUND or a refusal: the
+        caller judges it) and its parsed header."""
+        request = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, header.to_fields())
+        response = await self._send(addr, request, timeout_s)
+        return response, QueryConsumerOffsetResponseHeader.from_fields(response.ext_fields)
+
+    async def update_consumer_offset(
+        self, addr: str, header: UpdateConsumerOffsetRequestHeader, timeout_s: float | None = None
+    ) -> RemotingCommand:
+        """UPDATE_CONSUMER_OFFSET: the answer, whatever its code (the caller judges it)."""
+        request = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_fields())
+        return await self._send(addr, request, timeout_s)
+
+    async def get_consumer_list_by_group(
+        self, addr: str, group: str, timeout_s: float | None = None
+    ) -> list[str]:
+        """GET_CONSUMER_LIST_BY_GROUP: the client ids of ``group``'s consumers ``addr`` knows.
+
+        Raises:
+            BrokerRefusedError: the broker refused (it answers SYSTEM_ERROR for a group
+                with no consumer online).
+            ClientError: the answer's body is not a consumer list, or the list is empty.
+        """
+        header = GetConsumerListByGroupRequestHeader(group)
+        request = RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, header.to_fields())
+        response = await self._send(addr, request, timeout_s)
+        if response.code != ResponseCode.SUCCESS:
+            raise refused(addr, f"the consumer list of {group!r}", response)
+        try:
+            ids = orjson.loads(response.body)["consumerIdList"]
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ClientError(f"{addr} answered the consumer list with a malformed body: {exc!r}") from None
+        if not ids:
+            raise ClientError(f"{addr} lists no consumer in group {group!r}")
+        return [str(cid) for cid in ids]
