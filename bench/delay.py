@@ -138,7 +138,7 @@ from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
 from broker_core.client.message import Message
 from broker_core.client.producer.producer import Producer
 from broker_core.messagequeue import MessageQueue
-from broker_core.store.message import PROPERTY_SCHEDULE_OFFSET, MessageExt
+from broker_core.model.message import PROPERTY_SCHEDULE_OFFSET, MessageExt
 from broker_core.topics import SCHEDULE_TOPIC
 from console.core.processes import celery_workers
 from console.core.supervisor import child_preexec

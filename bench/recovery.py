@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from broker_core.config import StoreConfig  # noqa: E402
-from broker_core.store.message import MessageInner  # noqa: E402
+from broker_core.model.message import MessageInner  # noqa: E402
 from broker_core.store.store import MessageStore  # noqa: E402
 
 TOPIC = "RecoveryBench"

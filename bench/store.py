@@ -43,8 +43,8 @@ import uvloop
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from broker_core.config import StoreConfig  # noqa: E402
-from broker_core.store.hashcode import HAVE_SPEEDUPS  # noqa: E402
-from broker_core.store.message import (  # noqa: E402
+from broker_core.model.hashcode import HAVE_SPEEDUPS  # noqa: E402
+from broker_core.model.message import (  # noqa: E402
     MessageBatchInner,
     MessageInner,
     crc32,
