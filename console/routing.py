@@ -5,9 +5,9 @@ from __future__ import annotations
 from django.urls import URLPattern, URLResolver, path
 
 from console.alerts.consumers import AlertFeed
+from console.clusters.consumers import ClusterLive
 from console.messages.consumers import TopicTail
 from console.reports.consumers import ReportProgress
-from nameserver.consumers import ClusterLive
 
 websocket_urlpatterns: list[URLPattern | URLResolver] = [
     path("ws/alerts/", AlertFeed.as_asgi()),

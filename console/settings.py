@@ -205,6 +205,7 @@ INSTALLED_APPS = [
     "console.alerts",
     "console.messages",
     "console.reports",
+    "console.clusters",
     "nameserver",
 ]
 
@@ -250,7 +251,7 @@ DATABASES = {
     else {"ENGINE": "django.db.backends.sqlite3", "NAME": DATA_DIR / "console.sqlite3"}
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    Path(str(DATABASES["default"]["NAME"])).parent.mkdir(parents=True, exist_ok=True)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

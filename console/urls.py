@@ -12,7 +12,7 @@ urlpatterns = [
     path("", include("console.core.urls")),
     path("", include("console.maintenance.urls")),
     path("", include("console.dlq.urls")),
-    path("", include("nameserver.urls")),
+    path("", include("console.clusters.urls")),
     path("", include("console.topics.urls")),
     path("", include("console.groups.urls")),
     path("", include("console.alerts.urls")),

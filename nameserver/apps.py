@@ -6,7 +6,7 @@ from django.apps import AppConfig
 
 
 class NameserverConfig(AppConfig):
-    """The console's knowledge of clusters, read through the nameservers it is given."""
+    """The cluster list and topology reads the console stands on (app label ``nameserver``)."""
 
     name = "nameserver"
     verbose_name = "Clusters"

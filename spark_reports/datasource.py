@@ -21,7 +21,7 @@ import datetime as dt
 import itertools
 import logging
 import operator
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -39,7 +39,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from broker_core.client.rangescan import ScanStats, scan_queue
-from broker_core.store.message import (
+from broker_core.model.message import (
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -147,7 +147,7 @@ def read_range(
         queue_range.end,
         stats=stats,
         depth=options.pipeline_depth,
-    ).__aiter__()
+    )
     try:
         done = False
         while not done:
@@ -172,7 +172,7 @@ def read_range(
 
 
 async def _next_rows(
-    scan: AsyncIterator[list[MessageExt]], queue_range: QueueRange
+    scan: AsyncGenerator[list[MessageExt], None], queue_range: QueueRange
 ) -> tuple[list[MessageExt], bool]:
     """About ``BATCH_ROWS`` messages within the range's times; and whether the scan ended."""
     rows: list[MessageExt] = []

@@ -11,18 +11,16 @@ from rest_framework.views import APIView
 from console.alerts import queries
 from console.alerts.models import Alert
 from console.core.access import allowed
-from console.core.apiviews import ClusterAPIView, documented
+from console.core.apiviews import ClusterAPIView, documented, query
 
 
 class AlertList(ClusterAPIView):
     """GET: the cluster's alerts, newest first; ``group``, ``kind``, ``state`` (open,
     resolved, all), ``page``, ``page_size``; ``openCount`` counts the open ones."""
 
-    @documented("Lag alerts of a cluster")
+    @documented("Lag alerts of a cluster", query=queries.AlertFilter, operation_id="clusters_alerts_list")
     def get(self, request: Request, cluster: str) -> Response:
-        form = queries.AlertFilter(data=request.query_params)
-        form.is_valid(raise_exception=True)
-        data = form.validated_data
+        data = query(request, queries.AlertFilter)
         rows = queries.alerts([self.cluster.name], {**data, "cluster": None})
         open_count = Alert.objects.filter(cluster=self.cluster.name, resolved_at__isnull=True).count()
         return Response({**queries.page(rows, data["page"], data["page_size"]), "openCount": open_count})
@@ -44,11 +42,9 @@ class AllAlerts(APIView):
 
     permission_classes = [IsAuthenticated]
 
-    @documented("Lag alerts of every cluster")
+    @documented("Lag alerts of every cluster", query=queries.AlertFilter)
     def get(self, request: Request) -> Response:
-        form = queries.AlertFilter(data=request.query_params)
-        form.is_valid(raise_exception=True)
-        data = form.validated_data
+        data = query(request, queries.AlertFilter)
         names = Alert.objects.values_list("cluster", flat=True).distinct()
         visible = [name for name in names if allowed(request.user, name, "view")]
         rows = queries.alerts(visible, data)

@@ -27,9 +27,9 @@ from django.db.models import F
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from broker_core.broker.maintenance import FILE_EXPIRY
 from broker_core.client.admin import AdminClient
 from broker_core.errors import AdminError
+from broker_core.model.maintenance import FILE_EXPIRY
 from console.alerts import rules
 from console.alerts.models import Alert
 from console.core.brokers import admin_call
@@ -110,7 +110,7 @@ def _recently_seen_masters(cluster: str) -> set[str]:
     for addr, raw in entries.items():
         entry = orjson.loads(raw)
         if entry.get("cluster") == cluster and entry.get("master") and now - entry["seenMs"] <= forget_ms:
-            seen.add(addr.decode())
+            seen.add(addr.decode() if isinstance(addr, bytes) else addr)
     return seen
 
 
@@ -326,7 +326,10 @@ def new_expiry_losses(
     """
     try:
         client = redis_client()
-        seen = {k.decode(): int(v) for k, v in client.hgetall(EXPIRY_SEEN_KEY).items()}
+        seen = {
+            (k.decode() if isinstance(k, bytes) else k): int(v)
+            for k, v in client.hgetall(EXPIRY_SEEN_KEY).items()
+        }
         recorded = recent_runs(client, RECENT_KEPT, FILE_EXPIRY)
     except RedisError as exc:
         summary.unknown.append(f"{cluster}: expiry runs not checked: {exc}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
@@ -30,6 +31,26 @@ _BAD_INPUT = {ResponseCode.MESSAGE_ILLEGAL}
 
 class ClusterNotFound(LookupError):
     """The request names a cluster the console does not manage."""
+
+
+class BadQuery(APIException):
+    """Query parameters a view's serializer refused: a 400 ``invalid`` as for a refused body,
+    whose ``detail`` names each bad parameter and what is wrong with it, and whose ``fields``
+    lists them one by one."""
+
+    status_code = 400
+    default_code = "invalid"
+
+    def __init__(self, errors: dict[str, Any]) -> None:
+        self.fields = {
+            name: [str(m) for m in (msgs if isinstance(msgs, list) else [msgs])]
+            for name, msgs in errors.items()
+        }
+        said = "; ".join(
+            (" ".join(msgs) if name == "non_field_errors" else f"{name}: {' '.join(msgs)}")
+            for name, msgs in self.fields.items()
+        )
+        super().__init__(f"bad query parameter(s): {said}")
 
 
 def admin_error_body(exc: AdminError) -> tuple[int, dict[str, Any]]:
@@ -55,6 +76,15 @@ def admin_error_body(exc: AdminError) -> tuple[int, dict[str, Any]]:
     return 502, {"error": "broker_refused", **body}
 
 
+def failure_words(exc: AdminError | TimeoutError) -> str:
+    """What went wrong, in words for a page: the detail, and the broker's code and remark."""
+    if isinstance(exc, TimeoutError):
+        return "the brokers did not answer in time"
+    _status, body = admin_error_body(exc)
+    remark = f" ({body['brokerCodeName']}: {body['remark']})" if body.get("remark") else ""
+    return f"{body['detail']}{remark}"
+
+
 def handle(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's EXCEPTION_HANDLER: AdminError and unknown clusters here, the rest as DRF does,
     with every body given an ``error`` code."""
@@ -63,6 +93,8 @@ def handle(exc: Exception, context: dict[str, Any]) -> Response | None:
         return Response(body, status=status)
     if isinstance(exc, ClusterNotFound):
         return Response({"error": "not_found", "detail": str(exc)}, status=404)
+    if isinstance(exc, BadQuery):
+        return Response({"error": "invalid", "detail": str(exc.detail), "fields": exc.fields}, status=400)
     if isinstance(exc, TimeoutError):
         return Response(
             {"error": "broker_timeout", "detail": "the brokers did not answer in time"}, status=504

@@ -14,9 +14,9 @@ from typing import Any
 from django.db import DatabaseError, connection
 from redis.exceptions import RedisError
 
+from console.clusters.services import health_checks
 from console.core.pages import ask
 from console.core.redis import redis_client
-from nameserver import services
 from nameserver.clusters import ClusterRef
 
 
@@ -140,7 +140,7 @@ CLUSTER_CHECKS: dict[str, tuple[str, str, str, str]] = {
 
 
 def worded(row: dict[str, Any]) -> Check:
-    """A broker-side check (``nameserver.services.health_checks``) as a sentence."""
+    """A broker-side check (``console.clusters.services.health_checks``) as a sentence."""
     known = CLUSTER_CHECKS.get(row["check"])
     detail = row.get("detail") or ""
     if known is None:
@@ -161,7 +161,7 @@ def worded(row: dict[str, Any]) -> Check:
 
 def cluster_section(cluster: ClusterRef) -> Section:
     """The checks of one cluster; a nameserver that does not answer is one check, in words."""
-    rows, error = ask(cluster, services.health_checks)
+    rows, error = ask(cluster, health_checks)
     if error:
         return Section(
             f"Cluster {cluster.name}",

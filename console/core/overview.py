@@ -21,8 +21,7 @@ from console.core.brokers import admin_call
 from console.groups.services import filter_groups, group_rows
 from console.topics.services import filter_topics, topic_rows
 from nameserver.clusters import ClusterRef
-from nameserver.consumers import totals
-from nameserver.services import broker_rows
+from nameserver.topology import broker_rows, totals
 
 
 @dataclass

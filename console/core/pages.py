@@ -29,7 +29,7 @@ def cluster_for(request: HttpRequest, name: str, need: str = "view") -> ClusterR
         raise Http404(str(exc)) from None
 
 
-class Answer(tuple):  # type: ignore[type-arg]
+class Answer(tuple[Any, str]):
     """``(value, error)`` of a broker call, with the HTTP ``status`` a page should answer."""
 
     status: int

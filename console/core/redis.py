@@ -138,3 +138,9 @@ class ChannelLayer(RedisChannelLayer):
             await super().group_discard(group, channel)
         except UNANSWERED as exc:
             self.lost(exc)
+
+
+def as_text(value: bytes | str) -> str:
+    """A Redis reply as text: the platform's clients answer bytes (no decode_responses), which
+    redis-py's types cannot tell from str."""
+    return value.decode() if isinstance(value, bytes) else value

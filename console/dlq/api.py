@@ -15,26 +15,21 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from broker_core.errors import AdminError
 from broker_core.topics import dlq_topic
 from console.audit.services import audited
 from console.core.access import allowed
-from console.core.apiviews import ClusterAPIView, documented, query_int
+from console.core.apiviews import ClusterAPIView, documented, query
 from console.core.brokers import admin_call
 from console.dlq import resends, services
-from console.dlq.serializers import GroupResendRequest, ResendRequest
+from console.dlq.serializers import DlqBrowseQuery, DlqExportQuery, GroupResendRequest, ResendRequest
 from nameserver.clusters import ClusterRef, find_cluster
 
 
 def start_resend(
     request: Request, cluster: ClusterRef, group: str, ids: list[str], target: str, every: bool = False
 ) -> Response:
-    """Validate the target topic (when one is named), queue the resend of ``ids`` (or with
-    ``every``, of all the group's stored dead letters), answer 202 with the task."""
-    if target:
-        admin_call(
-            cluster.namesrv_addr, lambda admin: admin.topic_route(target)
-        )  # 404 when it does not exist
+    """Queue the resend of ``ids`` (or with ``every``, of all the group's stored dead
+    letters) to their topic or ``target``, answer 202 with the task."""
     topic, spans = dlq_topic(group), None
     if every:
         stats = admin_call(cluster.namesrv_addr, lambda admin: services.stats_or_none(admin, topic))
@@ -102,23 +97,20 @@ class GroupDlq(ClusterAPIView):
     Otherwise by time: ``begin``/``end`` (epoch ms, default the last 3 days), ``cursor``,
     ``limit``.  Both narrow by ``tag`` and ``key``."""
 
-    @documented("Browse a group's DLQ or retry messages")
+    @documented("Browse a group's DLQ or retry messages", query=DlqBrowseQuery)
     def get(self, request: Request, cluster: str, group: str) -> Response:
-        kind = request.query_params.get("kind", "dlq")
-        if kind not in ("dlq", "retry"):
-            raise AdminError("kind is dlq or retry")
-        tag, key = request.query_params.get("tag", ""), request.query_params.get("key", "")
-        if request.query_params.get("page"):
-            number = query_int(request, "page", 1)
-            size = max(1, min(500, query_int(request, "size", services.PAGE_SIZE)))
+        asked = query(request, DlqBrowseQuery)
+        kind, tag, key = asked["kind"], asked["tag"], asked["key"]
+        if asked["page"] is not None:
+            number = asked["page"]
+            size = max(1, min(500, services.PAGE_SIZE if asked["size"] is None else asked["size"]))
             return Response(
                 self.admin(lambda admin: services.page_of(admin, group, kind, number, tag, key, size))
             )
         now = int(time.time() * 1000)
-        begin = query_int(request, "begin", now - 3 * 86_400_000)
-        end = query_int(request, "end", now)
-        limit = max(1, min(500, query_int(request, "limit", 50)))
-        cursor = request.query_params.get("cursor") or None
+        begin = now - 3 * 86_400_000 if asked["begin"] is None else asked["begin"]
+        end = now if asked["end"] is None else asked["end"]
+        limit, cursor = asked["limit"], asked["cursor"] or None
         page = self.admin(
             lambda admin: services.browse(admin, group, kind, begin, end, limit, cursor, tag, key)
         )
@@ -129,19 +121,15 @@ class GroupDlqExport(ClusterAPIView):
     """GET ``?format=csv|jsonl``: the group's dead letters with bodies (base64) and properties.
     Needs the export grant; at most 10,000 per file (``X-Quiver-Truncated: true`` when more)."""
 
-    @documented("Export a group's dead letters (CSV or JSON lines)")
+    @documented("Export a group's dead letters (CSV or JSON lines)", query=DlqExportQuery)
     def get(self, request: Request, cluster: str, group: str) -> Any:
         if not allowed(request.user, cluster, "export"):
             return Response(
                 {"error": "permission_denied", "detail": "exporting needs the export grant"}, status=403
             )
-        fmt = request.query_params.get("format", "jsonl")
-        if fmt not in ("csv", "jsonl"):
-            raise AdminError("format is csv or jsonl")
-        kind = request.query_params.get("kind", "dlq")
-        if kind not in ("dlq", "retry"):
-            raise AdminError("kind is dlq or retry")
-        begin, end = query_int(request, "begin", 0), query_int(request, "end", int(time.time() * 1000))
+        asked = query(request, DlqExportQuery)
+        fmt, kind, begin = asked["format"], asked["kind"], asked["begin"]
+        end = int(time.time() * 1000) if asked["end"] is None else asked["end"]
         with audited(request, "dlq.export", self.cluster.name, f"{group} ({kind})") as audit:
             rows, truncated = self.admin(lambda admin: services.export_rows(admin, group, kind, begin, end))
             audit.after = {"messages": len(rows), "truncated": truncated, "format": fmt}

@@ -1,5 +1,5 @@
 """Queue a DLQ resend (chosen messages, or every stored one) as the long task, audited: the
-one way the page and the API start it."""
+one way the page and the API start it, the target topic checked first."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 from django.http import HttpRequest
 
 from console.audit.services import audited
+from console.core.brokers import admin_call
 from console.core.longtasks import launch
 from console.core.models import LongTask
 from console.dlq.services import span_count
@@ -30,8 +31,12 @@ def queue_resend(
     topic: str = "",
     spans: list[list[Any]] | None = None,
 ) -> LongTask:
-    """Queue the resend of ``ids``, or of the messages stored in ``spans`` of ``topic``; the
-    task's row.  Raises what queueing raises (Redis down), recorded as an audit error."""
+    """Queue the resend of ``ids``, or of the messages stored in ``spans`` of ``topic``, to
+    their original topic or to ``target``; the task's row.  A ``target`` the nameservers do
+    not route is an AdminError (404) before anything is queued or audited; what queueing
+    raises (Redis down) is recorded as an audit error and raised."""
+    if target:
+        admin_call(cluster.namesrv_addr, lambda admin: admin.topic_route(target))
     ids = list(dict.fromkeys(ids or []))  # each message once, in the order given
     count = span_count(spans) if spans else len(ids)
     params: dict[str, Any] = {

@@ -39,3 +39,31 @@ class ResendRequest(GroupResendRequest):
 
     cluster = serializers.CharField(required=False, allow_blank=True, default="")
     group = serializers.RegexField(r"^[%|a-zA-Z0-9_-]{1,255}$", max_length=255)
+
+
+class DlqBrowseQuery(serializers.Serializer):
+    """A group's dead letters (``kind=retry``: its retry queue), narrowed by ``tag`` and
+    ``key``: with ``page`` (from 1, ``size`` a page, 1 to 500) the Nth page of everything
+    stored; otherwise by time, ``begin``/``end`` (epoch ms), ``cursor``, ``limit`` (1 to 500)."""
+
+    kind = serializers.ChoiceField(choices=["dlq", "retry"], required=False, default="dlq")
+    tag = serializers.CharField(required=False, allow_blank=True, default="", max_length=255)
+    key = serializers.CharField(required=False, allow_blank=True, default="", max_length=1024)
+    page = serializers.IntegerField(required=False, allow_null=True, default=None)
+    size = serializers.IntegerField(required=False, allow_null=True, default=None)
+    begin = serializers.IntegerField(required=False, allow_null=True, default=None)
+    end = serializers.IntegerField(required=False, allow_null=True, default=None)
+    limit = serializers.IntegerField(required=False, default=50)
+    cursor = serializers.CharField(required=False, allow_blank=True, default="", max_length=64 * 1024)
+
+    def validate_limit(self, value: int) -> int:
+        return max(1, min(500, value))
+
+
+class DlqExportQuery(serializers.Serializer):
+    """An export: ``format`` (csv or jsonl), ``kind`` (dlq or retry), ``begin``/``end`` (epoch ms)."""
+
+    format = serializers.ChoiceField(choices=["csv", "jsonl"], required=False, default="jsonl")
+    kind = serializers.ChoiceField(choices=["dlq", "retry"], required=False, default="dlq")
+    begin = serializers.IntegerField(required=False, default=0)
+    end = serializers.IntegerField(required=False, allow_null=True, default=None)

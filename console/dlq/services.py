@@ -19,8 +19,8 @@ from broker_core.client.admin import AdminClient
 from broker_core.client.adminmodels import TopicStats
 from broker_core.errors import AdminError
 from broker_core.messagequeue import MessageQueue
+from broker_core.model.message import MessageExt
 from broker_core.remoting.codes import ResponseCode
-from broker_core.store.message import MessageExt
 from broker_core.topics import DLQ_GROUP_TOPIC_PREFIX, dlq_topic, retry_topic
 from console.dlq.serializers import MAX_RESEND
 from console.messages import services as messages
@@ -61,7 +61,7 @@ async def browse(
     except AdminError as exc:
         if exc.code != ResponseCode.TOPIC_NOT_EXIST:
             raise
-        never = {"messages": [], "cursor": None, "truncated": False, "never": True}
+        never: dict[str, Any] = {"messages": [], "cursor": None, "truncated": False, "never": True}
         return {**never, "group": group, "kind": kind, "topic": topic_of(group, kind)}
     page["messages"] = [m for m in page["messages"] if matches(m, tag, key)]
     return {**page, "group": group, "kind": kind, "topic": topic_of(group, kind), "never": False}

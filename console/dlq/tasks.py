@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from celery import Task, shared_task
 
+from broker_core.client.admin import AdminClient
 from broker_core.errors import AdminError
 from console.core.brokers import admin_call
 from console.core.longtasks import Progress
 from console.dlq import services
+
+
+async def _republish(admin: AdminClient, msg_id: str, target: str | None) -> Any:
+    """Publish one stored message again, to its original topic or ``target``."""
+    return await admin.republish_dead_letter(msg_id, target)
 
 
 @shared_task(bind=True, name="console.dlq.tasks.long_resend_dlq", ignore_result=False, track_started=True)
@@ -47,7 +54,7 @@ def long_resend_dlq(
     for msg_id in msg_ids:
         try:
             outcome = admin_call(
-                namesrv_addr, lambda admin, m=msg_id: admin.republish_dead_letter(m, target_topic or None)
+                namesrv_addr, partial(_republish, msg_id=msg_id, target=target_topic or None)
             )
             outcomes.append({"msgId": msg_id, "ok": outcome.ok, "detail": outcome.detail})
         except (AdminError, TimeoutError) as exc:

@@ -14,6 +14,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from redis.exceptions import RedisError
 
+from broker_core.errors import AdminError
+from console.core.api_errors import failure_words
 from console.core.pages import ask, cluster_for, context
 from console.dlq import resends, services
 from nameserver.clusters import ClusterRef
@@ -108,13 +110,12 @@ def resend(request: HttpRequest, cluster: str, group: str) -> HttpResponse:
         ids = []
     elif not ids:
         return again(NOTHING_SELECTED, 400)
-    if target:
-        _route, error = ask(ref, lambda admin: admin.topic_route(target))
-        if error:
-            return again(f"Nothing was resent: the target topic {target} cannot be used ({error}).", 400)
     topic = services.topic_of(group, kind)
     try:
         row = resends.queue_resend(request, ref, group, target, ids=ids, topic=topic, spans=spans)
+    except (AdminError, TimeoutError) as exc:
+        words = failure_words(exc)
+        return again(f"Nothing was resent: the target topic {target} cannot be used ({words}).", 400)
     except (RedisError, OSError) as exc:
         return again(f"Nothing was resent: the task could not be queued ({exc}). Try again shortly.", 503)
     return redirect("core:task", task_id=row.id)

@@ -126,7 +126,7 @@ def running_info(text: str) -> RunningInfo:
     if isinstance(table, dict):
         seen = {name for row in table.values() if isinstance(row, dict) for name in row}
         names = [n for n in QUEUE_COLUMNS if n in seen] + sorted(seen - set(QUEUE_COLUMNS))
-        info.queue_columns = [QUEUE_COLUMNS.get(n, n) for n in names]
+        info.queue_columns = [QUEUE_COLUMNS.get(n) or n for n in names]
         for key, row in sorted(table.items(), key=lambda item: _queue_of(item[0])):
             topic, broker, queue = _queue_of(key)
             values = row if isinstance(row, dict) else {}
@@ -142,7 +142,7 @@ def running_info(text: str) -> RunningInfo:
     if isinstance(statuses, dict) and statuses:
         seen = {name for row in statuses.values() if isinstance(row, dict) for name in row}
         names = [n for n in STATUS_COLUMNS if n in seen] + sorted(seen - set(STATUS_COLUMNS))
-        info.status_columns = [STATUS_COLUMNS.get(n, n) for n in names]
+        info.status_columns = [STATUS_COLUMNS.get(n) or n for n in names]
         for topic, row in sorted(statuses.items(), key=lambda item: str(item[0])):
             values = row if isinstance(row, dict) else {}
             info.statuses.append({"topic": str(topic), "cells": [readable(n, values.get(n)) for n in names]})

@@ -1,4 +1,7 @@
-"""Consumer-group views over broker_core's AdminClient.
+"""Consumer groups over broker_core's AdminClient: the reads the pages and the API show,
+and the write actions, one function each (create or update the subscription config, delete
+after the impact check, reset offsets, save or remove thresholds) that checks the actor's
+right, acts and writes the audit row (see ``console.core.actions``).
 
 The group list costs two calls per master broker whatever the number of groups: the
 offset snapshot (every committed offset beside its queue's end and the store time at the
@@ -11,6 +14,7 @@ the committed offset).  A broker that does not answer leaves its groups' figures
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +24,15 @@ from broker_core.client.admin import AdminClient
 from broker_core.client.adminmodels import as_message_queue
 from broker_core.errors import AdminError
 from broker_core.messagequeue import MessageQueue
+from broker_core.model.groupconfig import SubscriptionGroupConfig
 from broker_core.remoting import fastjson
 from broker_core.remoting.codes import ResponseCode
+from console.audit.services import audited
+from console.core.actions import Actor, NotConfirmed, require
+from console.core.brokers import admin_call, on_every_master
+from console.groups.models import GroupMonitor
 from console.maintenance import history
+from nameserver.clusters import ClusterRef
 
 SYSTEM_GROUPS = frozenset(
     {
@@ -372,3 +382,146 @@ def lag_trend(history_dir: Path, cluster: str, group: str, hours: int, now_ms: i
         "since": since,
         "until": now_ms,
     }
+
+
+def _store_group(
+    actor: Actor, cluster: ClusterRef, config: SubscriptionGroupConfig, broker_cluster: str, action: str
+) -> list[str]:
+    require(actor, cluster, "operate")
+
+    async def write(admin: AdminClient) -> list[str]:
+        if broker_cluster:
+            return list(await admin.create_or_update_subscription_group(config, cluster=broker_cluster))
+        return await on_every_master(
+            admin, lambda addr: admin.create_or_update_subscription_group(config, broker_addr=addr)
+        )
+
+    with audited(actor, action, cluster.name, config.group_name) as audit:
+        audit.after = config.to_json()
+        return admin_call(cluster.namesrv_addr, write)
+
+
+def create_group(
+    actor: Actor, cluster: ClusterRef, config: SubscriptionGroupConfig, broker_cluster: str = ""
+) -> list[str]:
+    """Store a new group's subscription config on every master (or ``broker_cluster``'s)
+    (operators; audited ``group.create``); the brokers written."""
+    return _store_group(actor, cluster, config, broker_cluster, "group.create")
+
+
+def update_group(
+    actor: Actor, cluster: ClusterRef, config: SubscriptionGroupConfig, broker_cluster: str = ""
+) -> list[str]:
+    """Store the group's changed subscription config where ``create_group`` would
+    (operators; audited ``group.update``); the brokers written."""
+    return _store_group(actor, cluster, config, broker_cluster, "group.update")
+
+
+def delete_group(actor: Actor, cluster: ClusterRef, group: str, confirm: str) -> list[str]:
+    """Delete the group's config, offsets and retry topic on every master (admins), only when
+    ``confirm`` names it again (``NotConfirmed`` otherwise, nothing done); the audit row
+    (``group.delete``) keeps the impact read just before.  The brokers it was deleted on."""
+    require(actor, cluster, "admin")
+    if confirm != group:
+        raise NotConfirmed("type the group's name to confirm")
+
+    async def remove(admin: AdminClient) -> list[str]:
+        return await on_every_master(
+            admin, lambda addr: admin.delete_subscription_group(group, broker_addr=addr, remove_offset=True)
+        )
+
+    with audited(actor, "group.delete", cluster.name, group) as audit:
+        audit.before = admin_call(cluster.namesrv_addr, lambda admin: impact(admin, group))
+        deleted = admin_call(cluster.namesrv_addr, remove)
+        audit.after = {"deletedOn": deleted}
+    return deleted
+
+
+@dataclass(frozen=True)
+class ResetSpec:
+    """How to move a group on ``topic``: ``mode`` timestamp (``timestamp``, epoch ms),
+    earliest, latest, or exact (``offsets``: {(brokerName, queueId): offset})."""
+
+    topic: str
+    mode: str
+    timestamp: int | None = None
+    offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> ResetSpec:
+        """The spec from validated ``OffsetReset`` data."""
+        offsets = {(o["brokerName"], o["queueId"]): o["offset"] for o in data.get("offsets") or []}
+        return cls(data["topic"], data["mode"], data.get("timestamp"), offsets)
+
+    @property
+    def how(self) -> dict[str, Any]:
+        """The mode's argument, as ``plan_reset`` and ``plan_summary`` take it."""
+        if self.mode == "timestamp":
+            return {"timestamp": self.timestamp}
+        if self.mode == "exact":
+            return {"offsets": self.offsets}
+        return {}
+
+
+def by_queue(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """``{"broker:queue": row[key]}`` for an audit row."""
+    return {f"{p['brokerName']}:{p['queueId']}": p[key] for p in rows}
+
+
+def preview_reset(actor: Actor, cluster: ClusterRef, group: str, spec: ResetSpec) -> list[dict[str, Any]]:
+    """The per-queue change a reset would make (current, new, delta); changes nothing, so
+    viewers may ask too."""
+    require(actor, cluster, "view")
+    return admin_call(
+        cluster.namesrv_addr, lambda admin: plan_reset(admin, group, spec.topic, spec.mode, **spec.how)
+    )
+
+
+def reset_offsets(actor: Actor, cluster: ClusterRef, group: str, spec: ResetSpec) -> list[dict[str, Any]]:
+    """Reset the group's offsets on ``spec.topic`` (online consumers are told) and read them
+    back (operators; audited ``group.offsets.reset`` with each queue's offset before and
+    after); the per-queue result, each with ``resultOffset`` and ``ok``."""
+    require(actor, cluster, "operate")
+    with audited(actor, "group.offsets.reset", cluster.name, f"{group}@{spec.topic}") as audit:
+        plan = admin_call(
+            cluster.namesrv_addr, lambda admin: plan_reset(admin, group, spec.topic, spec.mode, **spec.how)
+        )
+        audit.before = by_queue(plan, "currentOffset")
+        result = admin_call(cluster.namesrv_addr, lambda admin: apply_reset(admin, group, spec.topic, plan))
+        audit.after = by_queue(result, "resultOffset")
+    return result
+
+
+def save_thresholds(actor: Actor, cluster: ClusterRef, group: str, data: dict[str, Any]) -> GroupMonitor:
+    """Create or replace ``group``'s alert thresholds from validated ``MonitorWrite`` data
+    (operators; audited ``group.monitor.save``); the alert check in console/alerts reads them."""
+    require(actor, cluster, "operate")
+    with audited(actor, "group.monitor.save", cluster.name, group) as audit:
+        before = GroupMonitor.objects.filter(cluster=cluster.name, group=group).first()
+        audit.before = before.to_json() if before else None
+        row, _ = GroupMonitor.objects.update_or_create(
+            cluster=cluster.name,
+            group=group,
+            defaults={
+                "min_clients": data.get("minClients", 0),
+                "max_lag": data.get("maxLag"),
+                "max_seconds_behind": data.get("maxSecondsBehind"),
+                "growing_minutes": data.get("growingMinutes"),
+                "webhook_url": data.get("webhookUrl") or "",
+            },
+        )
+        audit.after = row.to_json()
+    return row
+
+
+def remove_thresholds(actor: Actor, cluster: ClusterRef, group: str) -> bool:
+    """Remove ``group``'s thresholds (operators; audited ``group.monitor.delete``); False,
+    and no audit row, when it had none."""
+    require(actor, cluster, "operate")
+    row = GroupMonitor.objects.filter(cluster=cluster.name, group=group).first()
+    if row is None:
+        return False
+    with audited(actor, "group.monitor.delete", cluster.name, group) as audit:
+        audit.before = row.to_json()
+        row.delete()
+    return True

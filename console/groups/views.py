@@ -1,12 +1,12 @@
 """Consumer-group pages: the list with lag, and one group with its queues, clients, and the
-offset reset (preview first, then apply, with the per-queue result)."""
+offset reset (preview first, then apply, with the per-queue result).  What a form changes,
+``console.groups.services`` changes (checked and audited there, as for the API)."""
 
 from __future__ import annotations
 
 import re
 import time
 from datetime import UTC, datetime
-from typing import Any
 
 from django.conf import settings
 from django.contrib import messages as flash
@@ -16,33 +16,25 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from broker_core.broker.groups import SubscriptionGroupConfig
-from console.audit.services import audited
-from console.core.brokers import on_every_master
+from broker_core.errors import AdminError
+from console.core.actions import attempt, confirmed_delete_page, form_problems
+from console.core.api_errors import failure_words
 from console.core.pages import ask, cluster_for, context
 from console.groups import services
 from console.groups.models import GroupMonitor
-from console.groups.monitors import save_monitor
 from console.groups.running_info import running_info
-from console.groups.serializers import GROUP_NAME, GroupConfigWrite, MonitorWrite
-
-
-def by_queue(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
-    """``{"broker:queue": row[key]}`` for an audit row."""
-    return {f"{p['brokerName']}:{p['queueId']}": p[key] for p in rows}
-
-
-class ResetFailed(Exception):
-    """A change did not happen (the broker's words are the message; the audit row says so)."""
+from console.groups.serializers import GROUP_NAME, GroupConfigWrite, MonitorWrite, group_config
 
 
 @login_required
 @require_GET
 def group_list(request: HttpRequest, cluster: str) -> HttpResponse:
+    """Every group with its lag, most behind first unless ``sort`` says otherwise; a broker
+    that does not answer leaves the lag unknown and is named."""
     ref = cluster_for(request, cluster)
+    sort = request.GET.get("sort", "-lag")
     found, error = ask(ref, services.group_rows)
     rows, unreadable = found if found is not None else ([], [])
-    sort = request.GET.get("sort", "-lag")
     try:
         shown = services.filter_groups(
             rows, request.GET.get("search", ""), request.GET.get("system") == "1", sort
@@ -67,12 +59,14 @@ def create_group(request: HttpRequest, cluster: str) -> HttpResponse:
     if not re.fullmatch(GROUP_NAME, name):
         flash.error(request, f"not created: {name!r} is not a group name (letters, digits, % | _ -)")
         return redirect("groups:list", cluster=cluster)
-    return save_config(request, cluster, name)
+    return _save_group(request, cluster, name, created=True)
 
 
 @login_required
 @require_GET
 def group_detail(request: HttpRequest, cluster: str, group: str) -> HttpResponse:
+    """One group: per-queue progress, clients, config, lag trend, thresholds and the forms
+    (a group the cluster does not know is a 404 without forms)."""
     ref = cluster_for(request, cluster)
     answer = ask(ref, lambda admin: services.group_detail(admin, group))
     detail, error = answer
@@ -124,27 +118,25 @@ def save_thresholds(request: HttpRequest, cluster: str, group: str) -> HttpRespo
         }
     )
     if not form.is_valid():
-        problems = "; ".join(f"{field}: {' '.join(map(str, errs))}" for field, errs in form.errors.items())
-        flash.error(request, f"thresholds not saved: {problems}")
+        flash.error(request, f"thresholds not saved: {form_problems(form)}")
     else:
-        save_monitor(request, ref.name, group, form.validated_data)
+        services.save_thresholds(request, ref, group, form.validated_data)
         flash.success(request, "saved the group's alert thresholds")
     return redirect("groups:detail", cluster=cluster, group=group)
 
 
-def _reset_request(request: HttpRequest) -> tuple[str, str, dict[str, Any], str]:
-    """(topic, mode, how, error) from the reset form."""
+def _reset_request(request: HttpRequest) -> tuple[services.ResetSpec | None, str]:
+    """(the reset the form asks for, '') or (None, what is wrong with the form)."""
     topic, mode = request.POST.get("topic", ""), request.POST.get("mode", "")
-    how: dict[str, Any] = {}
     if mode == "timestamp":
         try:
             moment = datetime.fromisoformat(request.POST.get("timestamp", ""))
         except ValueError:
-            return topic, mode, how, "give the time to reset to (YYYY-MM-DDTHH:MM, UTC)"
+            return None, "give the time to reset to (YYYY-MM-DDTHH:MM, UTC)"
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
-        how["timestamp"] = int(moment.timestamp() * 1000)
-    elif mode == "exact":
+        return services.ResetSpec(topic, mode, timestamp=int(moment.timestamp() * 1000)), ""
+    if mode == "exact":
         offsets = {}
         for name, value in request.POST.items():
             if name.startswith("offset:") and value.strip():
@@ -152,13 +144,13 @@ def _reset_request(request: HttpRequest) -> tuple[str, str, dict[str, Any], str]
                 try:
                     offsets[(broker, int(queue_id))] = int(value)
                 except ValueError:
-                    return topic, mode, how, f"offset of {broker}:{queue_id} is not a number"
+                    return None, f"offset of {broker}:{queue_id} is not a number"
         if not offsets:
-            return topic, mode, how, "give at least one queue's offset"
-        how["offsets"] = offsets
-    elif mode not in ("earliest", "latest"):
-        return topic, mode, how, "choose how to reset"
-    return topic, mode, how, ""
+            return None, "give at least one queue's offset"
+        return services.ResetSpec(topic, mode, offsets=offsets), ""
+    if mode not in ("earliest", "latest"):
+        return None, "choose how to reset"
+    return services.ResetSpec(topic, mode), ""
 
 
 @login_required
@@ -166,11 +158,16 @@ def _reset_request(request: HttpRequest) -> tuple[str, str, dict[str, Any], str]
 def reset_preview(request: HttpRequest, cluster: str, group: str) -> HttpResponse:
     """The per-queue change (an htmx partial); changes nothing."""
     ref = cluster_for(request, cluster)
-    topic, mode, how, error = _reset_request(request)
-    plan = None
-    if not error:
-        plan, error = ask(ref, lambda admin: services.plan_reset(admin, group, topic, mode, **how))
-    summary = services.plan_summary(plan, mode, how, int(time.time() * 1000)) if plan else None
+    spec, error = _reset_request(request)
+    plan = summary = None
+    if spec is not None:
+        try:
+            plan = services.preview_reset(request, ref, group, spec)
+        except (AdminError, TimeoutError) as exc:
+            error = failure_words(exc)
+        else:
+            now = int(time.time() * 1000)
+            summary = services.plan_summary(plan, spec.mode, spec.how, now) if plan else None
     context = {"plan": plan, "summary": summary, "error": error, "applied": False}
     return render(request, "groups/reset_plan.html", context)
 
@@ -180,27 +177,18 @@ def reset_preview(request: HttpRequest, cluster: str, group: str) -> HttpRespons
 def reset_apply(request: HttpRequest, cluster: str, group: str) -> HttpResponse:
     """Apply the reset and show the per-queue result (an htmx partial); audited."""
     ref = cluster_for(request, cluster, "operate")
-    topic, mode, how, error = _reset_request(request)
+    spec, error = _reset_request(request)
     result = None
-    if not error:
+    if spec is not None:
         try:
-            with audited(request, "group.offsets.reset", ref.name, f"{group}@{topic}") as audit:
-                plan, error = ask(ref, lambda admin: services.plan_reset(admin, group, topic, mode, **how))
-                if plan is not None:
-                    audit.before = by_queue(plan, "currentOffset")
-                    result, error = ask(ref, lambda admin: services.apply_reset(admin, group, topic, plan))
-                    audit.after = by_queue(result or [], "resultOffset")
-                if error:
-                    raise ResetFailed(error)  # the audit row says so
-        except ResetFailed:
-            pass
+            result = services.reset_offsets(request, ref, group, spec)
+        except (AdminError, TimeoutError) as exc:
+            error = failure_words(exc)  # the audit row says so too
     return render(request, "groups/reset_plan.html", {"plan": result, "error": error, "applied": True})
 
 
-@login_required
-@require_POST
-def save_config(request: HttpRequest, cluster: str, group: str) -> HttpResponse:
-    """Create or update the group's subscription config on every master (operators), audited."""
+def _save_group(request: HttpRequest, cluster: str, group: str, created: bool) -> HttpResponse:
+    """Store the subscription config the form gives on every master (operators), audited."""
     ref = cluster_for(request, cluster, "operate")
     form = GroupConfigWrite(
         data={
@@ -214,59 +202,23 @@ def save_config(request: HttpRequest, cluster: str, group: str) -> HttpResponse:
     if not form.is_valid():
         flash.error(request, f"not saved: {form.errors}")
         return redirect("groups:detail", cluster=cluster, group=group)
-    data = form.validated_data
-    config = SubscriptionGroupConfig(
-        group,
-        consume_enable=data["consumeEnable"],
-        consume_broadcast_enable=data["consumeBroadcastEnable"],
-        retry_queue_nums=data["retryQueueNums"],
-        retry_max_times=data["retryMaxTimes"],
-    )
-
-    async def write(admin: Any) -> list[str]:
-        return await on_every_master(
-            admin, lambda addr: admin.create_or_update_subscription_group(config, broker_addr=addr)
-        )
-
-    try:
-        with audited(request, "group.update", ref.name, group) as audit:
-            audit.after = config.to_json()
-            _brokers, error = ask(ref, write)
-            if error:
-                raise ResetFailed(error)
-    except ResetFailed as exc:
-        flash.error(request, f"not saved: {exc}")
-    else:
+    save = services.create_group if created else services.update_group
+    if (
+        attempt(request, "saved", lambda: save(request, ref, group_config(group, form.validated_data)))
+        is not None
+    ):
         flash.success(request, "saved the group's config on every master")
     return redirect("groups:detail", cluster=cluster, group=group)
 
 
 @login_required
 @require_POST
-def delete_group(request: HttpRequest, cluster: str, group: str) -> HttpResponse:
-    """Delete the group (config, offsets, retry topic) after its impact, confirmed (admins)."""
-    ref = cluster_for(request, cluster, "admin")
-    if request.POST.get("confirm") != group:
-        flash.error(request, "not deleted: type the group's name to confirm")
-        return redirect("groups:detail", cluster=cluster, group=group)
+def save_config(request: HttpRequest, cluster: str, group: str) -> HttpResponse:
+    """The group page's config form (operators)."""
+    return _save_group(request, cluster, group, created=False)
 
-    async def remove(admin: Any) -> list[str]:
-        return await on_every_master(
-            admin, lambda addr: admin.delete_subscription_group(group, broker_addr=addr, remove_offset=True)
-        )
 
-    try:
-        with audited(request, "group.delete", ref.name, group) as audit:
-            audit.before, _ = ask(ref, lambda admin: services.impact(admin, group))
-            deleted, error = ask(ref, remove)
-            if error:
-                raise ResetFailed(error)
-            audit.after = {"deletedOn": deleted}
-    except ResetFailed as exc:
-        flash.error(request, f"not deleted: {exc}")
-        return redirect("groups:detail", cluster=cluster, group=group)
-    flash.success(request, f"deleted {group}")
-    return redirect("groups:list", cluster=cluster)
+delete_group = confirmed_delete_page("group", services.delete_group)
 
 
 @login_required

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from broker_core.broker.maintenance import DELAY_SCAN, FILE_EXPIRY, OFFSET_PERSISTENCE
+from broker_core.model.maintenance import DELAY_SCAN, FILE_EXPIRY, OFFSET_PERSISTENCE
 
 HISTORY_RETENTION = "history_retention"
 # The platform's own job runs under this name where a broker's address would be.

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 import redis
 
+from console.core.redis import as_text
 from console.maintenance.jobs import JobSpec
 
 LAST_KEY = "quiver:maint:last"
@@ -147,7 +148,7 @@ def job_statuses(client: redis.Redis, specs: dict[str, JobSpec], at_ms: int | No
     by_job: dict[str, list[RunRecord]] = {name: [] for name in specs}
     for run in last_runs(client):
         by_job.setdefault(run.job, []).append(run)
-    fanouts = {k.decode(): orjson.loads(v) for k, v in client.hgetall(FANOUT_KEY).items()}
+    fanouts = {as_text(k): orjson.loads(v) for k, v in client.hgetall(FANOUT_KEY).items()}
     statuses = []
     for name, spec in specs.items():
         limit_ms = spec.overdue_after_seconds * 1000
@@ -162,11 +163,11 @@ def job_statuses(client: redis.Redis, specs: dict[str, JobSpec], at_ms: int | No
         else:
             latest = {run.broker_addr: run for run in runs}
             for addr in fanout["brokers"]:
-                run = latest.get(addr)
-                if run is None:
+                last = latest.get(addr)
+                if last is None:
                     reason = f"no run yet on {addr}"
-                elif at_ms - (run.started_ms + run.duration_ms) > limit_ms:
-                    reason = f"no run on {addr} for {(at_ms - run.started_ms) / 1000:.0f} s"
+                elif at_ms - (last.started_ms + last.duration_ms) > limit_ms:
+                    reason = f"no run on {addr} for {(at_ms - last.started_ms) / 1000:.0f} s"
                 if reason:
                     break
         statuses.append(

@@ -25,17 +25,18 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import orjson
 from django.conf import settings
 from redis.exceptions import LockError
 
-from broker_core.broker.maintenance import DELAY_SCAN, FILE_EXPIRY, OFFSET_PERSISTENCE
 from broker_core.client.admin import AdminClient
 from broker_core.errors import AdminError, AdminUnreachableError
+from broker_core.model.maintenance import DELAY_SCAN, FILE_EXPIRY, OFFSET_PERSISTENCE
 from console.core.brokers import admin_call
-from console.core.redis import redis_client
+from console.core.redis import as_text, redis_client
 from console.maintenance import history, runs
 from console.maintenance.jobs import HISTORY_RETENTION, PLATFORM, job_specs
 from console.maintenance.runs import FAILED, OK, SKIPPED, UNREACHABLE, RunRecord, note_fanout, now_ms, record
@@ -214,7 +215,7 @@ def run_on_broker(
         record(client, run)
         return run
     try:
-        status, details = OK, {}
+        status, details = OK, dict[str, Any]()
         try:
             result, details = RUNNERS[job](target)
         except (AdminUnreachableError, TimeoutError) as exc:
@@ -261,7 +262,7 @@ def claim_chain(addr: str) -> str | None:
 
 def chain_is_ours(addr: str, token: str) -> bool:
     value = redis_client().get(CHAIN_KEY.format(addr=addr))
-    return value is not None and value.decode() == token
+    return value is not None and as_text(value) == token
 
 
 def _extend_chain(addr: str, token: str, ttl_ms: int) -> bool:
@@ -356,7 +357,7 @@ def broker_drivers() -> list[dict[str, Any]]:
     states: dict[str, Any] = {}
     for namesrv, addrs in by_namesrv.items():
         try:
-            answers = admin_call(namesrv, lambda admin, addrs=addrs: _statuses(admin, addrs))
+            answers: list[Any] = admin_call(namesrv, partial(_statuses, addrs=addrs))
         except (AdminError, TimeoutError) as exc:
             answers = [exc] * len(addrs)
         states.update(zip(addrs, answers, strict=True))

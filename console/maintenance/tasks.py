@@ -10,7 +10,7 @@ from typing import Any
 
 from celery import shared_task
 
-from broker_core.broker.maintenance import FILE_EXPIRY, OFFSET_PERSISTENCE
+from broker_core.model.maintenance import FILE_EXPIRY, OFFSET_PERSISTENCE
 from console.maintenance import services
 from console.maintenance.services import BrokerTarget
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -10,32 +11,14 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from broker_core.client.admin import DEFAULT_QUERY_MAX_NUM
+from broker_core.client.admin import DEFAULT_QUERY_MAX_NUM, AdminClient
 from broker_core.errors import AdminError
-from console.audit.services import audited
-from console.core.apiviews import ClusterAPIView, documented
+from broker_core.model.message import MessageExt
+from console.core.apiviews import ClusterAPIView, documented, query
 from console.messages import search, services, trace
-from console.messages.times import parse_time
+from console.messages.serializers import BrowseQuery, ByKeyQuery, DetailQuery, TraceQuery
 
-MAX_PAGE = 500
 HOUR_MS = 3_600_000
-
-
-def _int_param(request: Request, name: str, default: int | None = None) -> int:
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        if default is None:
-            raise AdminError(f"give {name}")
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise AdminError(f"{name} must be an integer, not {raw!r}") from None
-
-
-def _time_param(request: Request, name: str, default: int) -> int:
-    raw = request.query_params.get(name)
-    return default if raw in (None, "") else parse_time(str(raw), name)
 
 
 class TopicMessages(ClusterAPIView):
@@ -44,24 +27,13 @@ class TopicMessages(ClusterAPIView):
     page: messages newest first, merged across the topic's queues, with scan progress and
     an explicit ``truncated``."""
 
-    @extend_schema(
-        summary="Browse a topic's messages by time and tag, newest first (cursor paging)",
-        parameters=[
-            OpenApiParameter("begin", str, description="from: epoch ms or ISO 8601 (UTC); default 1 h ago"),
-            OpenApiParameter("end", str, description="to: epoch ms or ISO 8601 (UTC); default now"),
-            OpenApiParameter("tags", str, description="only these tags: 'A' or 'A || B'"),
-            OpenApiParameter("limit", int, description="messages per page, 1 to 500 (default 50)"),
-            OpenApiParameter("cursor", str, description="the previous page's cursor: the next (older) page"),
-        ],
-        responses=OpenApiTypes.OBJECT,
-    )
+    @documented("Browse a topic's messages by time and tag, newest first (cursor paging)", query=BrowseQuery)
     def get(self, request: Request, cluster: str, topic: str) -> Response:
+        asked = query(request, BrowseQuery)
         now = int(time.time() * 1000)
-        limit = max(1, min(MAX_PAGE, _int_param(request, "limit", 50)))
-        cursor = request.query_params.get("cursor") or None
-        begin = _time_param(request, "begin", now - HOUR_MS)
-        end = _time_param(request, "end", now)
-        tags = request.query_params.get("tags") or None
+        begin: int = now - HOUR_MS if asked["begin"] is None else asked["begin"]
+        end: int = now if asked["end"] is None else asked["end"]
+        cursor, tags, limit = asked["cursor"] or None, asked["tags"] or None, asked["limit"]
         page = self.admin(lambda admin: services.browse(admin, topic, begin, end, limit, cursor, tags=tags))
         return Response(page)
 
@@ -91,13 +63,10 @@ class MessageSearch(ClusterAPIView):
 class MessagesByKey(ClusterAPIView):
     """GET ``?topic=&key=`` (``&begin=&end=``): messages whose KEYS hold ``key``, from the index."""
 
-    @documented("Find messages by key")
+    @documented("Find messages by key", query=ByKeyQuery)
     def get(self, request: Request, cluster: str) -> Response:
-        topic, key = request.query_params.get("topic"), request.query_params.get("key")
-        if not topic or not key:
-            raise AdminError("give topic and key")
-        begin = _int_param(request, "begin", 0)
-        end = _int_param(request, "end", 2**63 - 1)
+        asked = query(request, ByKeyQuery)
+        topic, key, begin, end = asked["topic"], asked["key"], asked["begin"], asked["end"]
         found = self.admin(lambda admin: admin.query_by_key(topic, key, begin_ms=begin, end_ms=end))
         rows = [services.summary(m) for m in found]
         # The index answers at most DEFAULT_QUERY_MAX_NUM per broker: say when that bound was hit.
@@ -111,12 +80,12 @@ class MessageDetail(ClusterAPIView):
     narrows the search, every topic is searched without it): properties, body as text /
     JSON / hex (``?charset=``), and which groups consumed it."""
 
-    @documented("One message, its body views and its consumption by group")
+    @documented("One message, its body views and its consumption by group", query=DetailQuery)
     def get(self, request: Request, cluster: str, msg_id: str) -> Response:
-        topic = request.query_params.get("topic")
-        charset = request.query_params.get("charset", "utf-8")
+        asked = query(request, DetailQuery)
+        topic, charset = asked["topic"] or None, asked["charset"]
 
-        async def look(admin):  # type: ignore[no-untyped-def]
+        async def look(admin: AdminClient) -> tuple[MessageExt, list[Any]]:
             msg = await search.find(admin, msg_id, topic)
             track = await admin.message_track(msg.msg_id)
             return msg, track
@@ -131,11 +100,9 @@ class MessageResend(ClusterAPIView):
     @documented("Resend a message to one consumer of a group")
     def post(self, request: Request, cluster: str, msg_id: str) -> Response:
         group, client_id = request.data.get("group"), request.data.get("clientId")
-        if not isinstance(group, str) or not group or not isinstance(client_id, str) or not client_id:
+        if not isinstance(group, str) or not isinstance(client_id, str):
             raise AdminError("give group and clientId (an online consumer of the group)")
-        with audited(request, "message.resend", self.cluster.name, f"{msg_id} -> {group}") as audit:
-            result = self.admin(lambda admin: admin.consume_message_directly(group, client_id, msg_id))
-            audit.after = result
+        result = services.resend_to_client(request, self.cluster, msg_id, group, client_id)
         return Response(
             {"msgId": msg_id, "group": group, "clientId": client_id, "result": result},
             status=status.HTTP_200_OK,
@@ -147,11 +114,11 @@ class MessageTrace(ClusterAPIView):
     clients record it with tracing on: published when, by whom, how long it took; per
     consumer group each attempt with its cost and outcome."""
 
-    @documented("A message's trace: publication and consumption by group")
+    @documented("A message's trace: publication and consumption by group", query=TraceQuery)
     def get(self, request: Request, cluster: str, msg_id: str) -> Response:
-        topic = request.query_params.get("traceTopic") or trace.DEFAULT_TRACE_TOPIC
+        topic = query(request, TraceQuery)["traceTopic"] or trace.DEFAULT_TRACE_TOPIC
 
-        async def look(admin):  # type: ignore[no-untyped-def]
+        async def look(admin: AdminClient) -> list[str]:
             found = await admin.query_by_key(topic, msg_id)
             return [m.body.decode("utf-8", errors="replace") for m in found]
 

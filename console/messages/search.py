@@ -24,8 +24,8 @@ from typing import Any
 
 from broker_core.client.admin import DEFAULT_QUERY_MAX_NUM, AdminClient
 from broker_core.errors import AdminError, AdminUnreachableError, MessageIllegalError
+from broker_core.model.message import MessageExt, decode_message_id
 from broker_core.remoting.codes import ResponseCode
-from broker_core.store.message import MessageExt, decode_message_id
 from broker_core.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,

@@ -3,7 +3,9 @@
 Browsing a time range shows the newest messages first, merged across the topic's queues,
 and never stops silently: each page returns a cursor of where every queue stands, the
 share of the range scanned, and ``truncated`` while messages remain.  Key and id lookups
-use the broker's index (see ``console.messages.search``).
+use the broker's index (see ``console.messages.search``).  The one write action, having an
+online consumer consume a message now (``resend_to_client``), checks, acts and audits here
+for the page and the API alike (see ``console.core.actions``).
 """
 
 from __future__ import annotations
@@ -18,10 +20,14 @@ import orjson
 from broker_core.client.admin import AdminClient
 from broker_core.errors import AdminError
 from broker_core.messagequeue import MessageQueue
-from broker_core.store.message import MessageExt
+from broker_core.model.message import MessageExt
 from broker_core.tags import parse_tags
+from console.audit.services import audited
+from console.core.actions import Actor, require
+from console.core.brokers import admin_call
 from console.messages.bodies import body_views
 from console.messages.times import epoch_text
+from nameserver.clusters import ClusterRef
 
 # At most this many messages are read for one page (a rare tag may leave it short, with a cursor).
 SCAN_BUDGET = 5_000
@@ -220,3 +226,19 @@ async def browse(
         "truncated": more,
         "cursor": encode_cursor(state) if more else None,
     }
+
+
+def resend_to_client(
+    actor: Actor, cluster: ClusterRef, msg_id: str, group: str, client_id: str
+) -> dict[str, Any]:
+    """Have ``client_id``, an online consumer of ``group``, consume the message ``msg_id``
+    now (operators; audited ``message.resend``); the consumer's result as it reports it."""
+    require(actor, cluster, "operate")
+    if not group or not client_id:
+        raise AdminError("give group and clientId (an online consumer of the group)")
+    with audited(actor, "message.resend", cluster.name, f"{msg_id} -> {group}") as audit:
+        result = admin_call(
+            cluster.namesrv_addr, lambda admin: admin.consume_message_directly(group, client_id, msg_id)
+        )
+        audit.after = result
+    return result

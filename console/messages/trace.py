@@ -29,6 +29,21 @@ def _int(value: str) -> int | None:
         return None
 
 
+def _published(line: list[str]) -> dict[str, Any]:
+    """The fields a Pub and an EndTransaction record both begin with, in this order."""
+    return {
+        "type": line[0],
+        "timestamp": _int(line[1]),
+        "region": line[2],
+        "group": line[3],
+        "topic": line[4],
+        "msgId": line[5],
+        "tags": line[6],
+        "keys": line[7],
+        "storeHost": line[8],
+    }
+
+
 def parse_records(body: str) -> list[dict[str, Any]]:
     """Every record of one trace message body (records of unknown kinds are skipped)."""
     records = []
@@ -38,15 +53,7 @@ def parse_records(body: str) -> list[dict[str, Any]]:
         try:
             if kind == "Pub":
                 record = {
-                    "type": kind,
-                    "timestamp": _int(line[1]),
-                    "region": line[2],
-                    "group": line[3],
-                    "topic": line[4],
-                    "msgId": line[5],
-                    "tags": line[6],
-                    "keys": line[7],
-                    "storeHost": line[8],
+                    **_published(line),
                     "bodyLength": _int(line[9]),
                     "costMs": _int(line[10]),
                     "msgType": _int(line[11]),
@@ -83,15 +90,7 @@ def parse_records(body: str) -> list[dict[str, Any]]:
                     record.update(timestamp=_int(line[7]), group=line[8])
             elif kind == "EndTransaction":
                 record = {
-                    "type": kind,
-                    "timestamp": _int(line[1]),
-                    "region": line[2],
-                    "group": line[3],
-                    "topic": line[4],
-                    "msgId": line[5],
-                    "tags": line[6],
-                    "keys": line[7],
-                    "storeHost": line[8],
+                    **_published(line),
                     "msgType": _int(line[9]),
                     "transactionId": line[10],
                     "transactionState": line[11],

@@ -15,9 +15,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from broker_core.client.admin import DEFAULT_QUERY_MAX_NUM
+from broker_core.client.admin import DEFAULT_QUERY_MAX_NUM, AdminClient
 from broker_core.errors import AdminError, AdminUnreachableError
-from console.audit.services import audited
+from console.core.actions import attempt
 from console.core.pages import ask, cluster_for, context
 from console.messages import search, services, trace
 from console.messages.times import parse_time, picker_value
@@ -123,7 +123,7 @@ def detail(request: HttpRequest, cluster: str, msg_id: str) -> HttpResponse:
     topic = request.GET.get("topic") or None
     charset = request.GET.get("charset", "utf-8")
 
-    async def look(admin):  # type: ignore[no-untyped-def]
+    async def look(admin: AdminClient) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
         try:
             msg = await admin.view_message(msg_id)
         except AdminUnreachableError:
@@ -193,18 +193,9 @@ def resend(request: HttpRequest, cluster: str, msg_id: str) -> HttpResponse:
     if not group or not client_id:
         flash.error(request, "give the group and one of its online clients")
         return redirect("messages:detail", cluster=cluster, msg_id=msg_id)
-    try:
-        with audited(request, "message.resend", ref.name, f"{msg_id} -> {group}") as audit:
-            result, error = ask(ref, lambda admin: admin.consume_message_directly(group, client_id, msg_id))
-            audit.after = result
-            if error:
-                raise ResendFailed(error)
-    except ResendFailed as exc:
-        flash.error(request, f"not resent: {exc}")
-    else:
+    result = attempt(
+        request, "resent", lambda: services.resend_to_client(request, ref, msg_id, group, client_id)
+    )
+    if result is not None:
         flash.success(request, f"{client_id} consumed it: {result}")
     return redirect("messages:detail", cluster=cluster, msg_id=msg_id)
-
-
-class ResendFailed(Exception):
-    """The consumer did not take the message (the broker's or client's words)."""

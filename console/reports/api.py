@@ -141,7 +141,7 @@ class ReportTable(TableView):
     def get(self, request: Request, cluster: str, run_id: str, table: str) -> Response:
         run, answer = self.table_or_answer(run_id, table)
         if run is None:
-            return answer  # type: ignore[return-value]
+            return answer
         limit, offset = query_int(request, "limit", 100), query_int(request, "offset", 0)
         if limit < 1 or offset < 0:
             return bad_request("limit is at least 1 and offset not negative")

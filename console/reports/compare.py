@@ -34,9 +34,10 @@ class NotComparable(ValueError):
 
 
 def _delta(a: Any, b: Any) -> dict[str, Any]:
-    numeric = isinstance(a, int | float) and isinstance(b, int | float)
-    delta = b - a if numeric else None
-    percent = round(100.0 * delta / a, 2) if numeric and a else None
+    if not (isinstance(a, int | float) and isinstance(b, int | float)):
+        return {"a": a, "b": b, "delta": None, "percent": None}
+    delta: float = b - a
+    percent = round(100.0 * delta / a, 2) if a else None
     if isinstance(delta, float):
         delta = round(delta, 6)
     return {"a": a, "b": b, "delta": delta, "percent": percent}
@@ -97,7 +98,7 @@ def compare(a: ReportRun, b: ReportRun) -> dict[str, Any]:
         "kind": a.kind,
         "a": a.to_json(),
         "b": b.to_json(),
-        "figures": _figures(a.kind, a.summary, b.summary),  # type: ignore[arg-type]
+        "figures": _figures(a.kind, a.summary, b.summary),
     }
     if a.kind == ReportRun.TRAFFIC:
         keys, values = ("topic",), ("messages", "bytes")

@@ -61,13 +61,13 @@ def _period(request: HttpRequest) -> tuple[int, int]:
         until = services.now_ms()
         return until - services.PERIODS[preset] * 60_000, until
     try:
-        since, until = (
+        start, end = (
             dt.datetime.fromisoformat(request.POST.get(name, "")).replace(tzinfo=dt.UTC)
             for name in ("since", "until")
         )
     except ValueError:
         raise services.BadRequest("give the period's start and end (YYYY-MM-DDTHH:MM, UTC)") from None
-    return int(since.timestamp() * 1000), int(until.timestamp() * 1000)
+    return int(start.timestamp() * 1000), int(end.timestamp() * 1000)
 
 
 @login_required

@@ -7,6 +7,9 @@ import binascii
 
 from rest_framework import serializers
 
+from console.core.apiviews import PageQuery
+from console.topics.services import DEFAULT_TYPES, TYPES
+
 TOPIC_NAME = r"^[%|a-zA-Z0-9_-]{1,127}$"
 # The same rule as a browser form's ``pattern`` (Chromium compiles it with the ``v`` flag,
 # where ``|`` and ``-`` must be escaped inside a class), and in words.
@@ -61,3 +64,166 @@ class TestMessage(serializers.Serializer):
             if not key or any(c in key + text for c in "\x01\x02"):
                 raise serializers.ValidationError(f"property {key!r}: empty name or a reserved separator")
         return value
+
+
+class TopicListQuery(PageQuery):
+    """The topic list's query: ``search`` (part of the name), ``type`` (comma separated,
+    default NORMAL,FIFO; ``all`` for every type), ``page``, ``page_size``."""
+
+    search = serializers.CharField(required=False, allow_blank=True, default="", max_length=255)
+    type = serializers.CharField(required=False, allow_blank=True, default="", max_length=255)
+
+    def validate_type(self, value: str) -> tuple[str, ...]:
+        """The types asked for, as a tuple."""
+        if value == "all":
+            return TYPES
+        if not value:
+            return DEFAULT_TYPES
+        types = tuple(t.strip().upper() for t in value.split(",") if t.strip())
+        unknown = [t for t in types if t not in TYPES]
+        if unknown:
+            raise serializers.ValidationError(
+                f"unknown topic type(s) {', '.join(unknown)}; types: {', '.join(TYPES)}, or all"
+            )
+        return types
+
+
+class OffsetByTimeQuery(serializers.Serializer):
+    """``timestamp``: the moment (epoch ms) whose first offset per queue is wanted."""
+
+    timestamp = serializers.IntegerField(
+        min_value=0, error_messages={"required": "give timestamp as epoch milliseconds"}
+    )
+
+
+# What the topic endpoints answer (declared for the OpenAPI document; the services build it).
+
+
+class TopicRowOut(serializers.Serializer):
+    """A topic in the list: its kind, where it lives, queue counts summed over its brokers
+    (null when no master answered for it), permission and order flag."""
+
+    name = serializers.CharField()
+    type = serializers.ChoiceField(choices=TYPES)
+    brokers = serializers.ListField(child=serializers.CharField())
+    readQueueNums = serializers.IntegerField(allow_null=True)  # noqa: N815
+    writeQueueNums = serializers.IntegerField(allow_null=True)  # noqa: N815
+    perm = serializers.CharField(allow_null=True)
+    order = serializers.BooleanField()
+
+
+class TopicPageOut(serializers.Serializer):
+    """A page of topics, and the brokers that did not answer (their figures are missing)."""
+
+    count = serializers.IntegerField()
+    page = serializers.IntegerField()
+    pageSize = serializers.IntegerField()  # noqa: N815
+    results = TopicRowOut(many=True)
+    unreadableBrokers = serializers.ListField(child=serializers.CharField())  # noqa: N815
+
+
+class TopicWrittenOut(serializers.Serializer):
+    """A created or updated topic: what was stored and on which brokers."""
+
+    name = serializers.CharField()
+    brokers = serializers.ListField(child=serializers.CharField())
+    readQueueNums = serializers.IntegerField()  # noqa: N815
+    writeQueueNums = serializers.IntegerField()  # noqa: N815
+    perm = serializers.CharField()
+    order = serializers.BooleanField()
+    brokerCluster = serializers.CharField(required=False)  # noqa: N815
+
+
+class TopicRouteQueueOut(serializers.Serializer):
+    brokerName = serializers.CharField()  # noqa: N815
+    readQueueNums = serializers.IntegerField()  # noqa: N815
+    writeQueueNums = serializers.IntegerField()  # noqa: N815
+    perm = serializers.CharField()
+
+
+class TopicRouteOut(serializers.Serializer):
+    """The nameservers' route: queues per broker set, each set's addresses by broker id."""
+
+    queueDatas = TopicRouteQueueOut(many=True)  # noqa: N815
+    brokers = serializers.DictField(child=serializers.DictField(child=serializers.CharField()))
+    orderTopicConf = serializers.CharField(allow_null=True, allow_blank=True)  # noqa: N815
+
+
+class TopicQueueOut(serializers.Serializer):
+    """One queue: its offsets, messages held, and the span of time its messages cover."""
+
+    brokerName = serializers.CharField()  # noqa: N815
+    queueId = serializers.IntegerField()  # noqa: N815
+    minOffset = serializers.IntegerField()  # noqa: N815
+    maxOffset = serializers.IntegerField()  # noqa: N815
+    messages = serializers.IntegerField()
+    lastUpdateTimestamp = serializers.IntegerField(allow_null=True)  # noqa: N815
+    earliestStoreTimestamp = serializers.IntegerField(allow_null=True)  # noqa: N815
+    retentionSpanMs = serializers.IntegerField(allow_null=True)  # noqa: N815
+
+
+class StoredTodayOut(serializers.Serializer):
+    """Messages the topic stored today (UTC) by the traffic counters, as of when they last ran."""
+
+    messages = serializers.IntegerField()
+    asOf = serializers.IntegerField(allow_null=True)  # noqa: N815
+
+
+class TopicDetailOut(serializers.Serializer):
+    """One topic: route, queues, the groups consuming it, messages stored today (UTC)."""
+
+    name = serializers.CharField()
+    type = serializers.ChoiceField(choices=TYPES)
+    route = TopicRouteOut()
+    totalMessages = serializers.IntegerField()  # noqa: N815
+    queues = TopicQueueOut(many=True)
+    consumers = serializers.ListField(child=serializers.CharField())
+    storedToday = StoredTodayOut()  # noqa: N815
+
+
+class TopicConsumerImpactOut(serializers.Serializer):
+    group = serializers.CharField()
+    lag = serializers.IntegerField()
+    consumeTps = serializers.FloatField()  # noqa: N815
+
+
+class TopicImpactOut(serializers.Serializer):
+    """What deleting the topic would touch; ``safe`` when no group consumes it and it holds nothing."""
+
+    topic = serializers.CharField()
+    messages = serializers.IntegerField()
+    consumers = TopicConsumerImpactOut(many=True)
+    totalLag = serializers.IntegerField()  # noqa: N815
+    safe = serializers.BooleanField()
+
+
+class TopicDeleteUnconfirmedOut(serializers.Serializer):
+    """The 409 of a delete without ``?confirm=<topic>``: the impact to check first."""
+
+    error = serializers.CharField()
+    detail = serializers.CharField()
+    impact = TopicImpactOut()
+
+
+class SentOut(serializers.Serializer):
+    """A sent test message: its client id (UNIQ_KEY), its offset id, and where it was stored."""
+
+    msgId = serializers.CharField()  # noqa: N815
+    offsetMsgId = serializers.CharField()  # noqa: N815
+    brokerName = serializers.CharField()  # noqa: N815
+    queueId = serializers.IntegerField()  # noqa: N815
+    queueOffset = serializers.IntegerField()  # noqa: N815
+
+
+class QueueOffsetOut(serializers.Serializer):
+    brokerName = serializers.CharField()  # noqa: N815
+    queueId = serializers.IntegerField()  # noqa: N815
+    offset = serializers.IntegerField()
+
+
+class OffsetsByTimeOut(serializers.Serializer):
+    """Per queue, the first offset stored at or after ``timestamp``."""
+
+    topic = serializers.CharField()
+    timestamp = serializers.IntegerField()
+    queues = QueueOffsetOut(many=True)

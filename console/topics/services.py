@@ -1,10 +1,14 @@
-"""Topic views built from broker_core's AdminClient, with a bounded number of broker calls:
-the list costs one nameserver call and one call per master, however many topics there are.
+"""Topics over broker_core's AdminClient: the reads the pages and the API show, with a
+bounded number of broker calls (the list costs one nameserver call and one call per master,
+however many topics there are), and the write actions, one function each (create, update,
+delete after the impact check, send a test message) that checks the actor's right, acts on
+every master and writes the audit row (see ``console.core.actions``).
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 from broker_core.broker.topics import PERM_READ, PERM_WRITE, TopicConfig
@@ -12,6 +16,10 @@ from broker_core.client.admin import AdminClient
 from broker_core.errors import AdminError
 from broker_core.remoting.codes import ResponseCode
 from broker_core.topics import is_system_topic
+from console.audit.services import audited
+from console.core.actions import Actor, NotConfirmed, require
+from console.core.brokers import admin_call, on_every_master
+from nameserver.clusters import ClusterRef
 
 NORMAL, FIFO, RETRY, DLQ, DELAY, TRANSACTION, SYSTEM = (
     "NORMAL",
@@ -40,6 +48,10 @@ def topic_type(name: str, order: bool) -> str:
     if is_system_topic(name):
         return SYSTEM
     return FIFO if order else NORMAL
+
+
+# The console's permission spellings and the broker's bits.
+PERMS = {"RW": PERM_READ | PERM_WRITE, "R-": PERM_READ, "-W": PERM_WRITE, "--": 0}
 
 
 def perm_text(perm: int) -> str:
@@ -166,3 +178,114 @@ async def until_routed(admin: AdminClient, topic: str, timeout_s: float = 5.0) -
             if asyncio.get_running_loop().time() > deadline:
                 return False
             await asyncio.sleep(0.05)
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """What a create or an update asks for: queue counts, permission (``RW``, ``R-``, ``-W``,
+    ``--``), the order flag, and where (one broker cluster's masters, or every master when
+    ``broker_cluster`` is empty)."""
+
+    name: str
+    read_queue_nums: int = 8
+    write_queue_nums: int = 8
+    perm: str = "RW"
+    order: bool = False
+    broker_cluster: str = ""
+
+    @classmethod
+    def of(cls, name: str, data: dict[str, Any]) -> TopicSpec:
+        """The spec of ``name`` from validated ``TopicWrite`` data."""
+        return cls(
+            name,
+            data["readQueueNums"],
+            data["writeQueueNums"],
+            data["perm"],
+            data["order"],
+            data.get("brokerCluster") or "",
+        )
+
+    def config(self) -> TopicConfig:
+        return TopicConfig(
+            self.name, self.read_queue_nums, self.write_queue_nums, PERMS[self.perm], order=self.order
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The spec in the API's names (what the audit row and the API's answer show)."""
+        shown: dict[str, Any] = {
+            "name": self.name,
+            "readQueueNums": self.read_queue_nums,
+            "writeQueueNums": self.write_queue_nums,
+            "perm": self.perm,
+            "order": self.order,
+        }
+        if self.broker_cluster:
+            shown["brokerCluster"] = self.broker_cluster
+        return shown
+
+
+def _write_topic(actor: Actor, cluster: ClusterRef, spec: TopicSpec, action: str) -> list[str]:
+    require(actor, cluster, "operate")
+    config = spec.config()
+
+    async def write(admin: AdminClient) -> list[str]:
+        if spec.broker_cluster:
+            addrs = await admin.create_or_update_topic(config, cluster=spec.broker_cluster)
+        else:
+            addrs = await on_every_master(
+                admin, lambda addr: admin.create_or_update_topic(config, broker_addr=addr)
+            )
+        await until_routed(admin, spec.name)  # its page and a send work as soon as we answer
+        return list(addrs)
+
+    with audited(actor, action, cluster.name, spec.name) as audit:
+        audit.after = spec.to_json()
+        return admin_call(cluster.namesrv_addr, write)
+
+
+def create_topic(actor: Actor, cluster: ClusterRef, spec: TopicSpec) -> list[str]:
+    """Create the topic on every master (or one broker cluster's) and wait until the
+    nameservers route it (operators; audited ``topic.create``); the brokers written."""
+    return _write_topic(actor, cluster, spec, "topic.create")
+
+
+def update_topic(actor: Actor, cluster: ClusterRef, spec: TopicSpec) -> list[str]:
+    """Store the topic's new queue counts, permission and order flag where ``create_topic``
+    would (operators; audited ``topic.update``); the brokers written."""
+    return _write_topic(actor, cluster, spec, "topic.update")
+
+
+def delete_topic(actor: Actor, cluster: ClusterRef, topic: str, confirm: str) -> list[str]:
+    """Delete ``topic`` everywhere (admins), only when ``confirm`` names it again
+    (``NotConfirmed`` otherwise, nothing done); the audit row (``topic.delete``) keeps the
+    impact read just before.  The brokers it was deleted on."""
+    require(actor, cluster, "admin")
+    if confirm != topic:
+        raise NotConfirmed("type the topic's name to confirm")
+    with audited(actor, "topic.delete", cluster.name, topic) as audit:
+        audit.before = admin_call(cluster.namesrv_addr, lambda admin: impact(admin, topic))
+        deleted = admin_call(cluster.namesrv_addr, lambda admin: admin.delete_topic(topic))
+        audit.after = {"deletedOn": deleted}
+    return list(deleted)
+
+
+def send_test_message(
+    actor: Actor, cluster: ClusterRef, topic: str, message: dict[str, Any]
+) -> dict[str, Any]:
+    """Send a message built from validated ``TestMessage`` data (operators; audited
+    ``topic.send``); the send result (msgId, offsetMsgId, queue, offset)."""
+    require(actor, cluster, "operate")
+    with audited(actor, "topic.send", cluster.name, topic) as audit:
+        sent = admin_call(
+            cluster.namesrv_addr,
+            lambda admin: admin.send_message(
+                topic,
+                message["bytes"],
+                tags=message["tags"],
+                keys=message["keys"],
+                properties=message["properties"],
+                delay_level=message["delayLevel"],
+            ),
+        )
+        audit.after = sent
+    return sent

@@ -1,9 +1,8 @@
 """Topic pages: the list (search, type filter, paging) and one topic with its queues,
-consumers and a form to send a test message."""
+consumers and a form to send a test message.  Each form's action is a function of
+``console.topics.services``, which the REST API calls too."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from django.conf import settings
 from django.contrib import messages as flash
@@ -13,20 +12,18 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from broker_core.broker.topics import TopicConfig
-from console.audit.services import audited
+from console.clusters import traffic
 from console.core.access import allowed
-from console.core.brokers import on_every_master
+from console.core.actions import attempt, confirmed_delete_page, form_problems
 from console.core.pages import ask, cluster_for, context
 from console.topics import services
-from console.topics.api import PERMS
 from console.topics.serializers import TOPIC_NAME_HTML_PATTERN, TOPIC_NAME_RULE, TestMessage, TopicWrite
-from nameserver import traffic
 
 
 @login_required
 @require_GET
 def topic_list(request: HttpRequest, cluster: str) -> HttpResponse:
+    """The cluster's topics of the chosen types (applications' by default), searched and paged."""
     ref = cluster_for(request, cluster)
     found, error = ask(ref, services.topic_rows)
     rows, unreadable = found if found is not None else ([], [])
@@ -59,6 +56,8 @@ def topic_list(request: HttpRequest, cluster: str) -> HttpResponse:
 @login_required
 @require_GET
 def topic_detail(request: HttpRequest, cluster: str, topic: str) -> HttpResponse:
+    """One topic: route, queues, consumers, today's count, and for admins the impact of
+    deleting it."""
     ref = cluster_for(request, cluster)
     answer = ask(ref, lambda admin: services.topic_detail(admin, topic))
     detail, error = answer
@@ -80,9 +79,17 @@ def topic_detail(request: HttpRequest, cluster: str, topic: str) -> HttpResponse
     )
 
 
+def _topic_form(request: HttpRequest, **fields: object) -> TopicWrite:
+    """The create or update form: ``fields`` (name, queue counts) with the permission and
+    order flag the page posts."""
+    post = request.POST
+    return TopicWrite(data={**fields, "perm": post.get("perm") or "RW", "order": post.get("order") == "on"})
+
+
 @login_required
 @require_POST
 def send_message(request: HttpRequest, cluster: str, topic: str) -> HttpResponse:
+    """The topic page's test-message form (operators)."""
     ref = cluster_for(request, cluster, "operate")
     props = {}
     for line in request.POST.get("properties", "").splitlines():
@@ -101,23 +108,10 @@ def send_message(request: HttpRequest, cluster: str, topic: str) -> HttpResponse
     if not form.is_valid():
         flash.error(request, f"not sent: {form.errors}")
         return redirect("topics:detail", cluster=cluster, topic=topic)
-    data = form.validated_data
-    with audited(request, "topic.send", ref.name, topic) as audit:
-        sent, error = ask(
-            ref,
-            lambda admin: admin.send_message(
-                topic,
-                data["bytes"],
-                tags=data["tags"],
-                keys=data["keys"],
-                properties=data["properties"],
-                delay_level=data["delayLevel"],
-            ),
-        )
-        audit.after = sent or {"error": error}
-    if sent is None:
-        flash.error(request, f"not sent: {error}")
-    else:
+    sent = attempt(
+        request, "sent", lambda: services.send_test_message(request, ref, topic, form.validated_data)
+    )
+    if sent is not None:
         flash.success(
             request, f"sent as {sent['msgId']} to queue {sent['queueId']} at offset {sent['queueOffset']}"
         )
@@ -129,68 +123,22 @@ def send_message(request: HttpRequest, cluster: str, topic: str) -> HttpResponse
 def create_topic(request: HttpRequest, cluster: str) -> HttpResponse:
     """The list page's create form (operators)."""
     ref = cluster_for(request, cluster, "operate")
-    form = TopicWrite(
-        data={
-            "name": request.POST.get("name", ""),
-            "readQueueNums": request.POST.get("queues") or 8,
-            "writeQueueNums": request.POST.get("queues") or 8,
-            "perm": request.POST.get("perm") or "RW",
-            "order": request.POST.get("order") == "on",
-        }
+    queues = request.POST.get("queues") or 8
+    form = _topic_form(
+        request, name=request.POST.get("name", ""), readQueueNums=queues, writeQueueNums=queues
     )
     if not form.is_valid():
-        problems = "; ".join(f"{field}: {' '.join(map(str, errs))}" for field, errs in form.errors.items())
-        flash.error(request, f"{request.POST.get('name', '')!r} was not created: {problems}")
+        flash.error(request, f"{request.POST.get('name', '')!r} was not created: {form_problems(form)}")
         return redirect("topics:list", cluster=cluster)
-    data = form.validated_data
-    config = TopicConfig(
-        data["name"], data["readQueueNums"], data["writeQueueNums"], PERMS[data["perm"]], order=data["order"]
-    )
-
-    async def write(admin: Any) -> list[str]:
-        addrs = await on_every_master(
-            admin, lambda addr: admin.create_or_update_topic(config, broker_addr=addr)
-        )
-        await services.until_routed(admin, config.topic_name)  # its page works at once
-        return addrs
-
-    try:
-        with audited(request, "topic.create", ref.name, data["name"]) as audit:
-            audit.after = {k: v for k, v in data.items()}
-            brokers, error = ask(ref, write)
-            if error:
-                raise PageActionFailed(error)
-    except PageActionFailed as exc:
-        flash.error(request, f"not created: {exc}")
+    spec = services.TopicSpec.of(form.validated_data["name"], form.validated_data)
+    brokers = attempt(request, "created", lambda: services.create_topic(request, ref, spec))
+    if brokers is None:
         return redirect("topics:list", cluster=cluster)
-    flash.success(request, f"created {data['name']} on {', '.join(brokers or [])}")
-    return redirect("topics:detail", cluster=cluster, topic=data["name"])
+    flash.success(request, f"created {spec.name} on {', '.join(brokers)}")
+    return redirect("topics:detail", cluster=cluster, topic=spec.name)
 
 
-@login_required
-@require_POST
-def delete_topic(request: HttpRequest, cluster: str, topic: str) -> HttpResponse:
-    """Delete after the impact shown on the page, confirmed by typing the topic's name (admins)."""
-    ref = cluster_for(request, cluster, "admin")
-    if request.POST.get("confirm") != topic:
-        flash.error(request, "not deleted: type the topic's name to confirm")
-        return redirect("topics:detail", cluster=cluster, topic=topic)
-    try:
-        with audited(request, "topic.delete", ref.name, topic) as audit:
-            audit.before, _ = ask(ref, lambda admin: services.impact(admin, topic))
-            deleted, error = ask(ref, lambda admin: admin.delete_topic(topic))
-            if error:
-                raise PageActionFailed(error)
-            audit.after = {"deletedOn": deleted}
-    except PageActionFailed as exc:
-        flash.error(request, f"not deleted: {exc}")
-        return redirect("topics:detail", cluster=cluster, topic=topic)
-    flash.success(request, f"deleted {topic}")
-    return redirect("topics:list", cluster=cluster)
-
-
-class PageActionFailed(Exception):
-    """A page's change did not happen (the broker's words are the message; the audit row says so)."""
+delete_topic = confirmed_delete_page("topic", services.delete_topic)
 
 
 @login_required
@@ -198,35 +146,15 @@ class PageActionFailed(Exception):
 def update_topic(request: HttpRequest, cluster: str, topic: str) -> HttpResponse:
     """Change a topic's queue counts, permission or order flag on every master (operators)."""
     ref = cluster_for(request, cluster, "operate")
-    form = TopicWrite(
-        data={
-            "readQueueNums": request.POST.get("readQueueNums") or 8,
-            "writeQueueNums": request.POST.get("writeQueueNums") or 8,
-            "perm": request.POST.get("perm") or "RW",
-            "order": request.POST.get("order") == "on",
-        }
+    form = _topic_form(
+        request,
+        readQueueNums=request.POST.get("readQueueNums") or 8,
+        writeQueueNums=request.POST.get("writeQueueNums") or 8,
     )
     if not form.is_valid():
         flash.error(request, f"not updated: {form.errors}")
         return redirect("topics:detail", cluster=cluster, topic=topic)
-    data = form.validated_data
-    config = TopicConfig(
-        topic, data["readQueueNums"], data["writeQueueNums"], PERMS[data["perm"]], order=data["order"]
-    )
-
-    async def write(admin: Any) -> list[str]:
-        return await on_every_master(
-            admin, lambda addr: admin.create_or_update_topic(config, broker_addr=addr)
-        )
-
-    try:
-        with audited(request, "topic.update", ref.name, topic) as audit:
-            audit.after = dict(data)
-            _brokers, error = ask(ref, write)
-            if error:
-                raise PageActionFailed(error)
-    except PageActionFailed as exc:
-        flash.error(request, f"not updated: {exc}")
-    else:
+    spec = services.TopicSpec.of(topic, form.validated_data)
+    if attempt(request, "updated", lambda: services.update_topic(request, ref, spec)) is not None:
         flash.success(request, f"updated {topic} on every master")
     return redirect("topics:detail", cluster=cluster, topic=topic)

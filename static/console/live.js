@@ -1,7 +1,7 @@
 // Live cluster figures on the dashboard: the cards, the TPS chart and the brokers table, all
 // from one sample that the console's websocket (/ws/clusters/<cluster>/live/) pushes every
 // two seconds.  The server sends each figure as text formatted the way the page's own
-// cells are (nameserver/consumers.py), so a cell reads the same whoever wrote it.  When the
+// cells are (console/clusters/consumers.py), so a cell reads the same whoever wrote it.  When the
 // socket drops, or the brokers cannot be read, or no sample comes for a while, a notice
 // says so and the figures are dimmed (never stale numbers silently); the socket reconnects
 // after 1 s, 2 s, 4 s ... up to 30 s.
@@ -52,7 +52,7 @@
     });
   }
 
-  // A broker row's cells, in the order and shape of the page's own (templates/nameserver/dashboard.html).
+  // A broker row's cells, in the order and shape of the page's own (templates/clusters/dashboard.html).
   const FIGURES = ["version", "putTps", "getTps", "putToday", "diskUsedPercent", "uptime"];
   const NUMBERS = new Set(["putTps", "getTps", "putToday", "diskUsedPercent"]);
 

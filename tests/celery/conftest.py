@@ -34,7 +34,7 @@ import redis
 from broker_core.client.admin import AdminClient
 from broker_core.client.adminmodels import MaintenanceStatus
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
-from broker_core.store.message import MessageExt
+from broker_core.model.message import MessageExt
 from broker_core.testing import cli_server
 from console.core.processes import celery_workers
 from console.core.supervisor import child_preexec

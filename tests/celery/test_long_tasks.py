@@ -15,7 +15,7 @@ from django.test import Client
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
 from broker_core.client.message import Message
 from broker_core.client.producer.producer import Producer
-from broker_core.store.message import MessageExt
+from broker_core.model.message import MessageExt
 from console.core.brokers import admin_call
 from console.core.models import ClusterAccess
 

@@ -28,7 +28,7 @@ from broker_core.client.consumer.push import ConsumeStatus
 from broker_core.client.message import Message
 from broker_core.client.producer.producer import Producer
 from broker_core.config import DEFAULT_DELAY_LEVELS, parse_delay_levels
-from broker_core.store.message import MessageExt
+from broker_core.model.message import MessageExt
 from console.maintenance.runs import OK
 
 from .conftest import Console, Platform, wait_for

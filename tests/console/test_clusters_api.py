@@ -80,6 +80,24 @@ def test_broker_config_is_read_by_viewers_and_changed_by_admins_with_an_audit_ro
     assert personas["admin"].put(url, {"changes": {}}, content_type="application/json").status_code == 400
 
 
+def test_the_settings_page_changes_a_broker_as_the_api_does_with_the_same_audit_row(
+    on_servers: Servers, personas: dict[str, Client]
+) -> None:
+    # One service changes the broker for both surfaces: the page's row holds before and after too.
+    page = f"/clusters/default/brokers/{on_servers.broker_addr}/config/"
+    changed = personas["admin"].post(page, {"key": "autoCreateTopicEnable", "value": "false"}, follow=True)
+    assert b"is now" in changed.content
+    row = AuditEntry.objects.get(action="broker.config.update")
+    assert row.username == "admin" and row.result == "ok" and row.target == on_servers.broker_addr
+    assert row.before == {"autoCreateTopicEnable": "true"} and row.after == {"autoCreateTopicEnable": "false"}
+    refused = personas["admin"].post(page, {"key": "deleteWhen", "value": "99"}, follow=True)
+    assert b"not changed" in refused.content and b"SYSTEM_ERROR" in refused.content
+    assert AuditEntry.objects.filter(action="broker.config.update", result="error").count() == 1
+    personas["admin"].post(page, {"key": "autoCreateTopicEnable", "value": "true"})
+    url = f"/api/clusters/default/brokers/{on_servers.broker_addr}/config/"
+    assert personas["viewer"].get(url).json()["config"]["autoCreateTopicEnable"] == "true"
+
+
 def test_health_checks_pass_on_a_healthy_cluster(on_servers: Servers, personas: dict[str, Client]) -> None:
     body = personas["viewer"].get("/api/clusters/default/health/").json()
     checks = {c["check"]: c for c in body["checks"]}

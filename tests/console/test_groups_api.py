@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
-from broker_core.store.message import MessageExt
+from broker_core.model.message import MessageExt
 from console.audit.models import AuditEntry
 from tests.servers import wait_for
 

@@ -12,10 +12,10 @@ from django.contrib.auth import get_user_model
 
 from broker_core.client.message import Message
 from broker_core.client.producer.producer import Producer
+from console.clusters.consumers import broker_cells
 from console.core.models import ClusterAccess
 from console.maintenance.templatetags.maintenance_extras import epoch_ms
 from console.routing import websocket_urlpatterns
-from nameserver.consumers import broker_cells
 
 from .conftest import Servers
 

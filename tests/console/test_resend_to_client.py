@@ -15,7 +15,7 @@ from django.test import Client
 
 from broker_core.client.config import ClientConfig
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
-from broker_core.store.message import MessageExt
+from broker_core.model.message import MessageExt
 from console.audit.models import AuditEntry
 from tests.servers import wait_for
 

@@ -11,7 +11,7 @@ from django.test import Client
 
 from broker_core.broker.maintenance import FILE_EXPIRY
 from broker_core.config import StoreConfig
-from broker_core.store.message import MessageInner
+from broker_core.model.message import MessageInner
 from broker_core.store.store import MessageStore
 from console.maintenance import services as maintenance
 

@@ -1,4 +1,5 @@
-"""Run the whole check suite: lint, then each pytest invocation, with one summary at the end."""
+"""Run the whole check suite: lint (ruff), types (mypy), then each pytest invocation, with one
+summary at the end."""
 
 from __future__ import annotations
 
@@ -65,20 +66,23 @@ def suite(pytest_args: list[str], *, lint: bool = True) -> list[Step]:
     steps = []
     if lint:
         steps.append(Step("lint", [python, "-m", "ruff", "check", "."]))
+        # The type checker: broker_core strictly, the Django and Spark edges checked
+        # (pyproject.toml's [tool.mypy] says which files and how).
+        steps.append(Step("types", [python, "-m", "mypy"]))
     steps.append(Step("tests", [python, "-m", "pytest", *pytest_args], pytest=True))
     return steps
 
 
 class Command(BaseCommand):
     help = (
-        "Run ruff and the test suite with this interpreter. Arguments other than this command's "
+        "Run ruff, mypy and the test suite with this interpreter. Arguments other than this command's "
         "own options are passed to pytest (after `--`, all of them are)."
     )
     requires_system_checks: list[str] = []
     own_flags = frozenset({"--no-lint", "--failfast", "-h", "--help"})
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--no-lint", action="store_true", help="skip `ruff check .`")
+        parser.add_argument("--no-lint", action="store_true", help="skip `ruff check .` and mypy")
         parser.add_argument("--failfast", action="store_true", help="stop after the first failing step")
         parser.add_argument("pytest_args", nargs="*", help="arguments for pytest")
 

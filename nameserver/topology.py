@@ -1,8 +1,10 @@
-"""What the console shows of a cluster's topology: brokers with their figures, and health checks.
+"""What the nameservers say a cluster is made of: its broker sets, each broker's role and
+figures, and its masters.
 
-Every broker is asked once per view (its runtime table), all at the same time; a broker
+Every broker is asked once per read (its runtime table), all at the same time; a broker
 that does not answer gets a row whose figures are None (shown as unknown, never as 0)
-and an ``error`` naming it.
+and an ``error`` naming it.  The console's pages, its home page and its live socket read
+the same rows, so they agree.
 """
 
 from __future__ import annotations
@@ -11,8 +13,6 @@ import asyncio
 from typing import Any
 
 from broker_core.client.admin import AdminClient
-from broker_core.errors import AdminError
-from broker_core.topics import is_system_topic
 
 
 def _float(table: dict[str, str], key: str, index: int = 0) -> float | None:
@@ -32,6 +32,11 @@ def _int(table: dict[str, str], key: str) -> int | None:
 def _today(table: dict[str, str], now_key: str, morning_key: str) -> int | None:
     now, morning = _int(table, now_key), _int(table, morning_key)
     return None if now is None or morning is None else max(0, now - morning)
+
+
+async def master_addrs(admin: AdminClient) -> list[str]:
+    """The address of every broker set's master, sorted."""
+    return sorted((await admin.cluster_info()).master_addrs().values())
 
 
 async def broker_rows(admin: AdminClient) -> list[dict[str, Any]]:
@@ -79,62 +84,19 @@ async def broker_rows(admin: AdminClient) -> list[dict[str, Any]]:
     return rows
 
 
-async def health_checks(admin: AdminClient) -> list[dict[str, Any]]:
-    """RocketMQ Dashboard's checks and a few of our own, each ``{check, ok, detail}``."""
-    rows = await broker_rows(admin)
-    checks = []
-    down = [r["addr"] for r in rows if r["error"]]
-    checks.append(
-        {
-            "check": "brokers answer",
-            "ok": not down and bool(rows),
-            "detail": "no broker registered"
-            if not rows
-            else (f"not answering: {', '.join(down)}" if down else ""),
-        }
-    )
-    names = {r["brokerName"] for r in rows}
-    masterless = sorted(
-        n for n in names if not any(r["brokerName"] == n and r["role"] == "master" for r in rows)
-    )
-    checks.append(
-        {"check": "every broker has a master", "ok": not masterless, "detail": ", ".join(masterless)}
-    )
-    full = [f"{r['addr']} ({r['diskUsedPercent']}%)" for r in rows if (r["diskUsedPercent"] or 0) > 75]
-    checks.append({"check": "disk below 75%", "ok": not full, "detail": ", ".join(full)})
-    if len(names) > 1:
-        single = []
-        for topic in await admin.topic_list():
-            if is_system_topic(topic):
-                continue
-            try:
-                route = await admin.topic_route(topic)
-            except AdminError:
-                continue
-            if len({q.broker_name for q in route.queue_datas}) == 1:
-                single.append(topic)
-        checks.append(
-            {
-                "check": "topics on more than one broker",
-                "ok": not single,
-                "detail": f"on one broker only: {', '.join(single[:50])}" if single else "",
-            }
-        )
-    return checks
+def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Cluster figures from broker rows; a figure is None when no broker could be read."""
+    readable = [r for r in rows if not r["error"]]
 
+    def total(key: str) -> float | None:
+        values = [r[key] for r in readable if r[key] is not None]
+        return round(sum(values), 2) if values else None
 
-async def schedule_rows(admin: AdminClient) -> dict[str, Any]:
-    """Per master: the delay levels' backlog with next due times, and pending half messages
-    with their age (a broker that does not answer is named, its figures unknown)."""
-    info = await admin.cluster_info()
-    masters = info.master_addrs()
-    answers = await asyncio.gather(
-        *(admin.schedule_status(a) for a in masters.values()), return_exceptions=True
-    )
-    brokers = []
-    for (name, addr), answer in zip(masters.items(), answers, strict=True):
-        if isinstance(answer, BaseException):
-            brokers.append({"brokerName": name, "addr": addr, "error": f"{addr} did not answer: {answer}"})
-        else:
-            brokers.append({"brokerName": name, "addr": addr, "error": None, **answer})
-    return {"brokers": brokers}
+    return {
+        "putTps": total("putTps"),
+        "getTps": total("getTps"),
+        "putToday": total("putToday"),
+        "getToday": total("getToday"),
+        "brokers": len(rows),
+        "unreadable": [r["addr"] for r in rows if r["error"]],
+    }

@@ -19,7 +19,8 @@ from django.urls import reverse
 from console.core.brokers import admin_call
 from console.core.sockets import NO_CHANNEL_LAYER, ClusterSocket
 from console.maintenance.templatetags.maintenance_extras import epoch_ms
-from nameserver import services
+from nameserver.topology import broker_rows as read_broker_rows
+from nameserver.topology import totals
 
 INTERVAL_S = 2.0
 UNKNOWN = "unknown"
@@ -35,26 +36,8 @@ def count(value: float | None) -> str:
     return floatformat(value, "g") or UNKNOWN
 
 
-def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Cluster figures from broker rows; a figure is None when no broker could be read."""
-    readable = [r for r in rows if not r["error"]]
-
-    def total(key: str) -> float | None:
-        values = [r[key] for r in readable if r[key] is not None]
-        return round(sum(values), 2) if values else None
-
-    return {
-        "putTps": total("putTps"),
-        "getTps": total("getTps"),
-        "putToday": total("putToday"),
-        "getToday": total("getToday"),
-        "brokers": len(rows),
-        "unreadable": [r["addr"] for r in rows if r["error"]],
-    }
-
-
 def totals_text(figures: dict[str, Any]) -> dict[str, str]:
-    """The cards' text of ``totals``."""
+    """The cards' text of ``totals`` (``nameserver.topology.totals``)."""
     return {
         "putTps": rate(figures["putTps"]),
         "getTps": rate(figures["getTps"]),
@@ -64,7 +47,7 @@ def totals_text(figures: dict[str, Any]) -> dict[str, str]:
 
 
 def broker_cells(row: dict[str, Any]) -> dict[str, str]:
-    """A broker's cells as templates/nameserver/dashboard.html renders them (keep the two alike)."""
+    """A broker's cells as templates/clusters/dashboard.html renders them (keep the two alike)."""
     disk = row["diskUsedPercent"]
     return {
         "version": row["version"] or UNKNOWN,
@@ -84,7 +67,7 @@ def broker_rows(cluster: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]
             "addr": r["addr"],
             "brokerName": r["brokerName"],
             "role": r["role"],
-            "configUrl": reverse("nameserver:broker-config", args=[cluster, r["addr"]]),
+            "configUrl": reverse("clusters:broker-config", args=[cluster, r["addr"]]),
             "error": r["error"],
             "cells": broker_cells(r),
         }
@@ -111,7 +94,7 @@ class ClusterLive(ClusterSocket):
     async def tick(self) -> None:
         while True:
             try:
-                rows = await asyncio.to_thread(admin_call, self.cluster.namesrv_addr, services.broker_rows)
+                rows = await asyncio.to_thread(admin_call, self.cluster.namesrv_addr, read_broker_rows)
                 push = sample(self.cluster.name, rows)
             except Exception as exc:  # the page says why the numbers stopped
                 push = {

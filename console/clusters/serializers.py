@@ -1,4 +1,4 @@
-"""Validate the cluster list and broker-config changes sent to the API."""
+"""Validate the cluster list, broker-config changes and ACL accounts sent to the API."""
 
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
 """REST endpoints of clusters and brokers: the cluster list, brokers with figures, broker
-config (read; changed where RocketMQ allows it, by admins), and health checks."""
+config (read; changed where RocketMQ allows it, by admins), health checks, the delay
+schedule, ACL accounts and traffic over a day.  Each view parses, calls ``services`` (or a
+topology read of ``nameserver``) and responds."""
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 from django.conf import settings
 from django.shortcuts import get_object_or_404
@@ -15,14 +16,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from broker_core.errors import AdminError
-from console.audit.services import audited
+from console.clusters import services, traffic
+from console.clusters.serializers import AclAccount, BrokerConfigChange, ClusterSerializer, WhiteList
 from console.core.access import allowed, role_name
 from console.core.apiviews import ClusterAPIView, documented
-from console.core.brokers import on_every_master
-from nameserver import services, traffic
 from nameserver.clusters import managed_clusters
 from nameserver.models import Cluster
-from nameserver.serializers import AclAccount, BrokerConfigChange, ClusterSerializer, WhiteList
+from nameserver.topology import broker_rows
 
 
 class ClusterList(APIView):
@@ -44,12 +44,8 @@ class ClusterList(APIView):
     def post(self, request: Request) -> Response:
         form = ClusterSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        with audited(
-            request, "cluster.create", form.validated_data["name"], form.validated_data["name"]
-        ) as audit:
-            cluster = form.save()
-            audit.after = ClusterSerializer(cluster).data
-        return Response(ClusterSerializer(cluster).data, status=status.HTTP_201_CREATED)
+        cluster = services.create_cluster(request, form.validated_data)
+        return Response(services.cluster_fields(cluster), status=status.HTTP_201_CREATED)
 
 
 class ClusterDetail(APIView):
@@ -63,25 +59,19 @@ class ClusterDetail(APIView):
         row = get_object_or_404(Cluster, name=cluster)
         if not allowed(request.user, row.name, "view"):
             return Response({"error": "not_found", "detail": f"no cluster {cluster!r}"}, status=404)
-        return Response(ClusterSerializer(row).data)
+        return Response(services.cluster_fields(row))
 
     @documented("Change a configured cluster", request=ClusterSerializer)
     def put(self, request: Request, cluster: str) -> Response:
         row = get_object_or_404(Cluster, name=cluster)
         form = ClusterSerializer(row, data=request.data)
         form.is_valid(raise_exception=True)
-        with audited(request, "cluster.update", cluster, cluster) as audit:
-            audit.before = ClusterSerializer(row).data
-            row = form.save()
-            audit.after = ClusterSerializer(row).data
-        return Response(ClusterSerializer(row).data)
+        row = services.update_cluster(request, row, form.validated_data)
+        return Response(services.cluster_fields(row))
 
     @documented("Remove a configured cluster")
     def delete(self, request: Request, cluster: str) -> Response:
-        row = get_object_or_404(Cluster, name=cluster)
-        with audited(request, "cluster.delete", cluster, cluster) as audit:
-            audit.before = ClusterSerializer(row).data
-            row.delete()
+        services.delete_cluster(request, get_object_or_404(Cluster, name=cluster))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -90,7 +80,7 @@ class BrokerList(ClusterAPIView):
 
     @documented("Brokers with version, role, TPS, messages today, disk use")
     def get(self, request: Request, cluster: str) -> Response:
-        rows = self.admin(services.broker_rows)
+        rows = self.admin(broker_rows)
         return Response(
             {
                 "cluster": self.cluster.name,
@@ -114,12 +104,7 @@ class BrokerConfig(ClusterAPIView):
     def put(self, request: Request, cluster: str, addr: str) -> Response:
         form = BrokerConfigChange(data=request.data)
         form.is_valid(raise_exception=True)
-        changes = form.validated_data["changes"]
-        with audited(request, "broker.config.update", self.cluster.name, addr) as audit:
-            before = self.admin(lambda admin: admin.broker_config(addr))
-            audit.before = {key: before.get(key) for key in changes}
-            config = self.admin(lambda admin: admin.update_broker_config(addr, changes))
-            audit.after = {key: config.get(key) for key in changes}
+        config = services.update_broker_config(request, self.cluster, addr, form.validated_data["changes"])
         return Response({"broker": addr, "config": config})
 
 
@@ -140,13 +125,6 @@ class Schedule(ClusterAPIView):
         return Response({"cluster": self.cluster.name, **self.admin(services.schedule_rows)})
 
 
-def _masters(admin: Any) -> Any:
-    async def run() -> list[str]:
-        return sorted((await admin.cluster_info()).master_addrs().values())
-
-    return run()
-
-
 class Acl(ClusterAPIView):
     """GET: each master's ACL (global white list and accounts; secrets only to admins).
     POST (admin role): create or update an account on every master."""
@@ -156,33 +134,15 @@ class Acl(ClusterAPIView):
     @documented("The brokers' ACL accounts and white list")
     def get(self, request: Request, cluster: str) -> Response:
         show_secrets = allowed(request.user, cluster, "admin")
-
-        async def read(admin: Any) -> list[dict[str, Any]]:
-            rows = []
-            for addr in await _masters(admin):
-                config = await admin.acl_config(addr)
-                for account in config.get("plainAccessConfigs", []):
-                    if not show_secrets:
-                        account["secretKey"] = "***"
-                rows.append({"broker": addr, **config})
-            return rows
-
-        return Response({"cluster": self.cluster.name, "brokers": self.admin(read)})
+        rows = self.admin(lambda admin: services.acl_rows(admin, show_secrets=show_secrets))
+        return Response({"cluster": self.cluster.name, "brokers": rows})
 
     @documented("Create or update an ACL account on every master", request=AclAccount)
     def post(self, request: Request, cluster: str) -> Response:
         form = AclAccount(data=request.data)
         form.is_valid(raise_exception=True)
         account = dict(form.validated_data)
-        if "admin" in account:
-            account["admin"] = "true" if account["admin"] else "false"
-
-        async def write(admin: Any) -> list[str]:
-            return await on_every_master(admin, lambda addr: admin.update_acl_account(addr, account))
-
-        with audited(request, "acl.account.save", self.cluster.name, account["accessKey"]) as audit:
-            audit.after = {k: v for k, v in account.items() if k != "secretKey"}
-            brokers = self.admin(write)
+        brokers = services.save_acl_account(request, self.cluster, account)
         return Response(
             {"accessKey": account["accessKey"], "brokers": brokers}, status=status.HTTP_201_CREATED
         )
@@ -195,11 +155,7 @@ class AclAccountDetail(ClusterAPIView):
 
     @documented("Delete an ACL account from every master")
     def delete(self, request: Request, cluster: str, access_key: str) -> Response:
-        async def remove(admin: Any) -> list[str]:
-            return await on_every_master(admin, lambda addr: admin.delete_acl_account(addr, access_key))
-
-        with audited(request, "acl.account.delete", self.cluster.name, access_key):
-            self.admin(remove)
+        services.delete_acl_account(request, self.cluster, access_key)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -213,13 +169,7 @@ class AclWhiteList(ClusterAPIView):
         form = WhiteList(data=request.data)
         form.is_valid(raise_exception=True)
         addresses = form.validated_data["addresses"]
-
-        async def write(admin: Any) -> list[str]:
-            return await on_every_master(admin, lambda addr: admin.update_global_white_addrs(addr, addresses))
-
-        with audited(request, "acl.whitelist.update", self.cluster.name, ",".join(addresses)) as audit:
-            audit.after = {"addresses": addresses}
-            brokers = self.admin(write)
+        brokers = services.replace_white_list(request, self.cluster, addresses)
         return Response({"addresses": addresses, "brokers": brokers})
 
 

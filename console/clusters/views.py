@@ -12,11 +12,13 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 from redis.exceptions import RedisError
 
-from console.audit.services import audited
+from broker_core.errors import AdminError
+from console.clusters import services, traffic
+from console.core.actions import failure_words
 from console.core.pages import ask, cluster_for, context
 from console.groups import services as groups
 from console.maintenance.services import job_overview
-from nameserver import services, traffic
+from nameserver.topology import broker_rows
 
 
 @login_required
@@ -30,7 +32,7 @@ def clusters(request: HttpRequest) -> HttpResponse:
 @require_GET
 def dashboard(request: HttpRequest, cluster: str) -> HttpResponse:
     ref = cluster_for(request, cluster)
-    brokers, broker_error = ask(ref, services.broker_rows)
+    brokers, broker_error = ask(ref, broker_rows)
     checks, health_error = ask(ref, services.health_checks)
     found, group_error = ask(ref, groups.group_rows)
     top = []
@@ -46,7 +48,7 @@ def dashboard(request: HttpRequest, cluster: str) -> HttpResponse:
         recent, jobs_error = [], f"maintenance runs unknown: the platform's Redis did not answer ({exc})"
     return render(
         request,
-        "nameserver/dashboard.html",
+        "clusters/dashboard.html",
         context(
             request,
             ref,
@@ -71,22 +73,14 @@ def broker_config(request: HttpRequest, cluster: str, addr: str) -> HttpResponse
         key, value = request.POST.get("key", "").strip(), request.POST.get("value", "").strip()
         if key:
             try:
-                with audited(request, "broker.config.update", ref.name, addr) as audit:
-                    audit.after = {key: value}
-                    _config, error = ask(ref, lambda admin: admin.update_broker_config(addr, {key: value}))
-                    if error:
-                        raise ChangeRefused(error)
+                services.update_broker_config(request, ref, addr, {key: value})
                 flash.success(request, f"{key} is now {value!r} (until the broker restarts)")
-            except ChangeRefused as exc:
-                flash.error(request, f"not changed: {exc}")
-        return redirect("nameserver:broker-config", cluster=cluster, addr=addr)
+            except (AdminError, TimeoutError) as exc:
+                flash.error(request, f"not changed: {failure_words(exc)}")
+        return redirect("clusters:broker-config", cluster=cluster, addr=addr)
     config, error = ask(ref, lambda admin: admin.broker_config(addr))
     return render(
         request,
-        "nameserver/broker_config.html",
+        "clusters/broker_config.html",
         context(request, ref, addr=addr, config=config or {}, errors=[error] if error else []),
     )
-
-
-class ChangeRefused(Exception):
-    """The broker refused the change (its words are the message; the audit row says so)."""
