@@ -6,7 +6,8 @@ named ``long_*``, e.g. a DLQ redrive) and Spark reports (the ``reports`` queue: 
 named ``spark_*``), which may run for minutes and must hold up neither.  ``manage.py up``
 runs one worker per queue (console/core/processes.py) and beat; by hand: ``celery -A
 console worker -Q <queue>`` for each queue, and ``celery -A console beat``.  Settings come
-from Django's ``CELERY_*`` settings; the beat schedule below from ``settings.QUIVER``.
+from Django's ``CELERY_*`` settings; the beat schedule below from ``settings.QUIVER``
+(``console.quiver.platform_settings``).
 """
 
 from __future__ import annotations
@@ -52,9 +53,9 @@ def _schedule(sender: Celery, **kwargs: object) -> None:
     The delay scan's beat entry is only a safety net: each broker's scan reschedules
     itself for its next due message (console/maintenance/services.py).
     """
-    from django.conf import settings
+    from console.quiver import platform_settings
 
-    quiver = settings.QUIVER
+    quiver = platform_settings()
     schedule = {
         "delay-scan-safety-net": ("console.maintenance.tasks.delay_scan_all", timedelta(seconds=1)),
         "offset-persistence": (

@@ -15,6 +15,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from console.quiver import QuiverSettings
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -122,7 +124,7 @@ ALLOWED_HOSTS = [
 
 _NAMESRV_PORT = envint("QUIVER_NAMESRV_PORT", 9876, minimum=1, maximum=65535)
 
-QUIVER = {
+QUIVER: QuiverSettings = {
     "DATA_DIR": DATA_DIR,
     "CONSOLE_PORT": envint("QUIVER_CONSOLE_PORT", 8000, minimum=1, maximum=65535),
     "NAMESRV_PORT": _NAMESRV_PORT,

@@ -23,10 +23,10 @@ from typing import Any
 import orjson
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.conf import settings
 from django.db.models import F
 
 from console.alerts.models import Alert
+from console.quiver import platform_settings
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def post_webhook(url: str, body: dict[str, Any], timeout: float, attempts: int) 
 
 def deliver_webhook(alert_id: int, url: str, body: dict[str, Any]) -> str:
     """Post ``body`` to ``url`` and record the outcome on the alert; return its status."""
-    quiver = settings.QUIVER
+    quiver = platform_settings()
     ok, tries, error = post_webhook(
         url, body, float(quiver["ALERT_WEBHOOK_TIMEOUT_SECONDS"]), int(quiver["ALERT_WEBHOOK_ATTEMPTS"])
     )

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -38,6 +37,7 @@ from console.groups.models import GroupMonitor
 from console.groups.services import group_rows
 from console.maintenance.runs import RECENT_KEPT, recent_runs
 from console.maintenance.services import KNOWN_KEY
+from console.quiver import platform_settings
 from nameserver.clusters import ClusterRef, managed_clusters
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ class CheckSummary:
 
 def _recently_seen_masters(cluster: str) -> set[str]:
     """Masters of ``cluster`` the maintenance jobs' broker discovery saw lately."""
-    forget_ms = settings.QUIVER["FORGET_BROKER_SECONDS"] * 1000
+    forget_ms = platform_settings()["FORGET_BROKER_SECONDS"] * 1000
     now = time.time() * 1000
     try:
         entries = redis_client().hgetall(KNOWN_KEY)
@@ -138,10 +138,10 @@ def read_live(cluster: ClusterRef) -> LiveNumbers:
 
 def growth_of(cluster: str, group: str, minutes: int, live_lag: int | None, now_ms: int) -> rules.Growth:
     """The group's lag over the last ``minutes``: the offset history, then the live figure."""
-    period_ms = settings.QUIVER["OFFSET_PERSIST_SECONDS"] * 1000
+    period_ms = platform_settings()["OFFSET_PERSIST_SECONDS"] * 1000
     slack_ms = max(3 * period_ms, 10_000)
     start = now_ms - minutes * 60_000
-    series = rules.lag_series(settings.QUIVER["HISTORY_DIR"], cluster, group, start - slack_ms, now_ms)
+    series = rules.lag_series(platform_settings()["HISTORY_DIR"], cluster, group, start - slack_ms, now_ms)
     if live_lag is not None:
         series.append((now_ms, live_lag))
     return rules.growth(series, start, slack_ms)
@@ -255,7 +255,7 @@ def check_cluster(cluster: ClusterRef, summary: CheckSummary) -> list[Event]:
     if not monitors and not open_by_group:
         return []
     summary.clusters += 1
-    global_hook = settings.QUIVER.get("ALERT_WEBHOOK_URL", "")
+    global_hook = platform_settings()["ALERT_WEBHOOK_URL"]
     events: list[Event] = []
     now = timezone.now()
     for group in sorted(set(open_by_group) - set(monitors)):
@@ -406,7 +406,7 @@ def check_expiry(cluster: ClusterRef, summary: CheckSummary) -> list[Event]:
         return []
     losses, newest = new_expiry_losses(cluster.name, masters, statuses, summary)
     now = timezone.now()
-    global_hook = settings.QUIVER.get("ALERT_WEBHOOK_URL", "")
+    global_hook = platform_settings()["ALERT_WEBHOOK_URL"]
     hooks = {m.group: m.webhook_url for m in GroupMonitor.objects.filter(cluster=cluster.name)}
     events: list[Event] = []
     for group, loss in sorted(losses.items()):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.conf import settings
 from django.shortcuts import get_object_or_404
 from rest_framework import status
 from rest_framework.permissions import IsAdminUser, IsAuthenticated
@@ -20,6 +19,7 @@ from console.clusters import services, traffic
 from console.clusters.serializers import AclAccount, BrokerConfigChange, ClusterSerializer, WhiteList
 from console.core.access import allowed, role_name
 from console.core.apiviews import ClusterAPIView, documented
+from console.quiver import platform_settings
 from nameserver.clusters import managed_clusters
 from nameserver.models import Cluster
 from nameserver.topology import broker_rows
@@ -192,7 +192,7 @@ class Traffic(ClusterAPIView):
         topic = request.query_params.get("topic") or None
         self.cluster  # noqa: B018 (a cluster that does not exist is a 404)
         traffic_day = traffic.puts_day(
-            settings.QUIVER["HISTORY_DIR"], day, cluster=cluster, topic=topic, by=by
+            platform_settings()["HISTORY_DIR"], day, cluster=cluster, topic=topic, by=by
         )
         return Response(
             {

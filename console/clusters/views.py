@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.conf import settings
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -18,6 +17,7 @@ from console.core.actions import failure_words
 from console.core.pages import ask, cluster_for, context
 from console.groups import services as groups
 from console.maintenance.services import job_overview
+from console.quiver import platform_settings
 from nameserver.topology import broker_rows
 
 
@@ -41,7 +41,7 @@ def dashboard(request: HttpRequest, cluster: str) -> HttpResponse:
         top = sorted((r for r in rows if r["lag"]), key=lambda r: -r["lag"])[:10]
     schedule, schedule_error = ask(ref, services.schedule_rows)
     today = dt.datetime.now(dt.UTC).date()
-    traffic_day = traffic.puts_day(settings.QUIVER["HISTORY_DIR"], today, cluster=ref.name, by="topic")
+    traffic_day = traffic.puts_day(platform_settings()["HISTORY_DIR"], today, cluster=ref.name, by="topic")
     try:
         recent, jobs_error = job_overview(limit=10)["recent"], ""
     except RedisError as exc:
@@ -57,7 +57,7 @@ def dashboard(request: HttpRequest, cluster: str) -> HttpResponse:
             top_groups=top,
             top_topics=[{"topic": t, "messages": n} for t, n in traffic_day.top()],
             traffic_as_of=traffic_day.as_of_ms,
-            persist_seconds=settings.QUIVER["OFFSET_PERSIST_SECONDS"],
+            persist_seconds=platform_settings()["OFFSET_PERSIST_SECONDS"],
             schedule=(schedule or {}).get("brokers", []),
             recent_runs=recent,
             errors=[e for e in (broker_error, health_error, group_error, schedule_error, jobs_error) if e],

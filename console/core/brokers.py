@@ -14,9 +14,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from django.conf import settings
-
 from broker_core.client.admin import AdminClient
+from console.quiver import platform_settings
 
 T = TypeVar("T")
 
@@ -40,7 +39,7 @@ def _client(namesrv_addr: str) -> AdminClient:
     with _lock:
         client = clients.get(namesrv_addr)
         if client is None:
-            timeout = float(settings.QUIVER["BROKER_TIMEOUT_SECONDS"])
+            timeout = float(platform_settings()["BROKER_TIMEOUT_SECONDS"])
             client = clients[namesrv_addr] = AdminClient(
                 namesrv_addr, timeout=timeout, connect_timeout=timeout
             )
@@ -61,7 +60,7 @@ def admin_call(
     async def run() -> T:
         return await call(client)
 
-    limit = timeout if timeout is not None else 4 * float(settings.QUIVER["BROKER_TIMEOUT_SECONDS"])
+    limit = timeout if timeout is not None else 4 * float(platform_settings()["BROKER_TIMEOUT_SECONDS"])
     return asyncio.run_coroutine_threadsafe(run(), loop).result(limit)
 
 

@@ -8,7 +8,6 @@ import re
 import time
 from datetime import UTC, datetime
 
-from django.conf import settings
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -24,6 +23,7 @@ from console.groups import services
 from console.groups.models import GroupMonitor
 from console.groups.running_info import running_info
 from console.groups.serializers import GROUP_NAME, GroupConfigWrite, MonitorWrite, group_config
+from console.quiver import platform_settings
 
 
 @login_required
@@ -82,7 +82,7 @@ def group_detail(request: HttpRequest, cluster: str, group: str) -> HttpResponse
     config = next(iter(detail["configs"].values()), None) if detail else None
     hours = min(168, max(1, int(request.GET["hours"]))) if request.GET.get("hours", "").isdigit() else 6
     now = int(time.time() * 1000)
-    trend = services.lag_trend(settings.QUIVER["HISTORY_DIR"], ref.name, group, hours, now)
+    trend = services.lag_trend(platform_settings()["HISTORY_DIR"], ref.name, group, hours, now)
     return render(
         request,
         "groups/detail.html",

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.conf import settings
-
 from broker_core.model.maintenance import DELAY_SCAN, FILE_EXPIRY, OFFSET_PERSISTENCE
+from console.quiver import platform_settings
 
 HISTORY_RETENTION = "history_retention"
 # The platform's own job runs under this name where a broker's address would be.
@@ -35,7 +34,7 @@ class JobSpec:
 
 def job_specs() -> dict[str, JobSpec]:
     """Every job by name, with the periods configured in ``settings.QUIVER``."""
-    quiver = settings.QUIVER
+    quiver = platform_settings()
     specs = [
         # Beat's period; each broker's scan reschedules itself far more often than this.
         JobSpec(DELAY_SCAN, "Delay-queue scan", 1.0, 30),

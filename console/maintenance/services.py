@@ -29,7 +29,6 @@ from functools import partial
 from typing import Any
 
 import orjson
-from django.conf import settings
 from redis.exceptions import LockError
 
 from broker_core.client.admin import AdminClient
@@ -40,6 +39,7 @@ from console.core.redis import as_text, redis_client
 from console.maintenance import history, runs
 from console.maintenance.jobs import HISTORY_RETENTION, PLATFORM, job_specs
 from console.maintenance.runs import FAILED, OK, SKIPPED, UNREACHABLE, RunRecord, note_fanout, now_ms, record
+from console.quiver import platform_settings
 from nameserver.clusters import managed_clusters
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ def discover(job: str, *, masters_only: bool = True) -> list[BrokerTarget]:
                     "master": int(broker_id) == 0,
                     "seenMs": at,
                 }
-    forget_ms = settings.QUIVER["FORGET_BROKER_SECONDS"] * 1000
+    forget_ms = platform_settings()["FORGET_BROKER_SECONDS"] * 1000
     missing = {a: e for a, e in known.items() if a not in seen and at - e["seenMs"] <= forget_ms}
     pipe = client.pipeline(transaction=False)
     for addr, entry in seen.items():
@@ -148,7 +148,7 @@ def lease_ms(job: str) -> int:
     scan), so by default only slow schedules (a long expiry period) lengthen it.
     """
     if job == DELAY_SCAN:
-        return 2 * settings.QUIVER["DELAY_SCAN_MAX_SLEEP_MS"]
+        return 2 * platform_settings()["DELAY_SCAN_MAX_SLEEP_MS"]
     return int(job_specs()[job].overdue_after_seconds * 1000)
 
 
@@ -170,7 +170,7 @@ def _run_delay_scan(target: BrokerTarget) -> tuple[str, dict[str, Any]]:
 def _run_offset_persistence(target: BrokerTarget) -> tuple[str, dict[str, Any]]:
     run, snapshot = admin_call(target.namesrv_addr, lambda admin: _persist_and_snapshot(admin, target))
     rows, counters = history.append_snapshot(
-        settings.QUIVER["HISTORY_DIR"], snapshot, target.cluster, target.addr
+        platform_settings()["HISTORY_DIR"], snapshot, target.cluster, target.addr
     )
     details = {"offsetRows": rows, "counterRows": counters, "brokerDurationMs": run.duration_ms}
     return f"offsets persisted; {rows} queue offsets and {counters} counters recorded", details
@@ -301,7 +301,7 @@ def delay_scan_pass(
     if run.status in (FAILED, UNREACHABLE):
         end_chain(target.addr, token)
         return run
-    sleep_ms = next_pass_in_ms(run, settings.QUIVER["DELAY_SCAN_MAX_SLEEP_MS"])
+    sleep_ms = next_pass_in_ms(run, platform_settings()["DELAY_SCAN_MAX_SLEEP_MS"])
     if _extend_chain(target.addr, token, int(sleep_ms) + CHAIN_GRACE_MS):
         reschedule(sleep_ms / 1000)
     return run
@@ -313,9 +313,9 @@ def delay_scan_pass(
 def prune_history() -> RunRecord:
     """Delete offset-history partitions past the retention (``QUIVER_HISTORY_RETENTION_DAYS``)."""
     started, t0 = now_ms(), time.perf_counter()
-    days = settings.QUIVER["HISTORY_RETENTION_DAYS"]
+    days = platform_settings()["HISTORY_RETENTION_DAYS"]
     try:
-        removed = history.prune(settings.QUIVER["HISTORY_DIR"], days)
+        removed = history.prune(platform_settings()["HISTORY_DIR"], days)
         status, result = OK, f"{len(removed)} partition(s) older than {days} day(s) removed"
     except OSError as exc:
         removed, status, result = [], FAILED, f"could not prune: {exc}"

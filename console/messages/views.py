@@ -152,7 +152,7 @@ def detail(request: HttpRequest, cluster: str, msg_id: str) -> HttpResponse:
     )
 
 
-async def _trace_bodies(admin: Any, uniq_key: str) -> list[str]:
+async def _trace_bodies(admin: AdminClient, uniq_key: str) -> list[str]:
     """The trace records' bodies for a message (none when there is no trace topic)."""
     found = await admin.query_by_key(trace.DEFAULT_TRACE_TOPIC, uniq_key)
     return [m.body.decode("utf-8", errors="replace") for m in found]

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from django.conf import settings
 from django.utils import timezone
 
 from console.core.supervisor import child_preexec
+from console.quiver import platform_settings
 from console.reports import services
 from console.reports.models import ReportRun
 from nameserver.clusters import find_cluster
@@ -90,7 +90,7 @@ def command(run: ReportRun, namesrv_addr: str) -> list[str]:
         "--namesrv",
         namesrv_addr,
         "--history",
-        settings.QUIVER["REPORTS_HISTORY_PATH"] or str(settings.QUIVER["HISTORY_DIR"]),
+        platform_settings()["REPORTS_HISTORY_PATH"] or str(platform_settings()["HISTORY_DIR"]),
         "--out",
         run.output,
         "--since",
@@ -98,7 +98,7 @@ def command(run: ReportRun, namesrv_addr: str) -> list[str]:
         "--until",
         str(run.until),
         "--master",
-        settings.QUIVER["SPARK_MASTER"],
+        platform_settings()["SPARK_MASTER"],
     ]
     if run.topics:
         argv += ["--topics", ",".join(run.topics)]
@@ -157,7 +157,7 @@ def follow(run: ReportRun, argv: list[str], timeout_s: int, env: dict[str, str] 
     """Run ``argv``, update ``run`` on each progress line, and return how it ended."""
     outcome = Outcome()
     child_env = {**os.environ, **(env or {})}
-    child_env.setdefault("SPARK_MASTER", settings.QUIVER["SPARK_MASTER"])
+    child_env.setdefault("SPARK_MASTER", platform_settings()["SPARK_MASTER"])
     child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), child_env.get("PYTHONPATH", "")) if p)
     try:
         proc = subprocess.Popen(
@@ -172,7 +172,7 @@ def follow(run: ReportRun, argv: list[str], timeout_s: int, env: dict[str, str] 
             start_new_session=True,
             # A worker killed mid-run takes its report with it (Spark's JVM exits with its driver);
             # Spark runs niced, below the broker and the maintenance worker.
-            preexec_fn=child_preexec(os.getpid(), nice=settings.QUIVER["LONG_WORK_NICE"]),
+            preexec_fn=child_preexec(os.getpid(), nice=platform_settings()["LONG_WORK_NICE"]),
         )
     except OSError as exc:
         outcome.error = f"the report could not be started: {exc}"
@@ -238,7 +238,7 @@ def execute(run_id: str, env: dict[str, str] | None = None) -> ReportRun | None:
         return None
     run = ReportRun.objects.get(id=run_id)
     push(run)
-    timeout_s = settings.QUIVER["REPORT_TIMEOUT_SECONDS"]
+    timeout_s = platform_settings()["REPORT_TIMEOUT_SECONDS"]
     try:
         cluster = find_cluster(run.cluster)
     except LookupError as exc:

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -25,6 +24,7 @@ from redis.exceptions import RedisError
 
 from console.audit.services import audited
 from console.maintenance import history
+from console.quiver import platform_settings
 from console.reports.models import ReportRun
 from nameserver.clusters import ClusterRef, managed_clusters
 
@@ -77,7 +77,7 @@ def missing_topics(wanted: tuple[str, ...], known: list[str]) -> list[str]:
 
 def run_dir(run_id: str) -> str:
     """Where a run writes: ``<REPORTS_DIR>/<run id>`` (a local path or a Hadoop URI)."""
-    return f"{str(settings.QUIVER['REPORTS_DIR']).rstrip('/')}/{run_id}"
+    return f"{str(platform_settings()['REPORTS_DIR']).rstrip('/')}/{run_id}"
 
 
 def create_run(
@@ -180,7 +180,7 @@ def run_of(cluster: str, run_id: str) -> ReportRun | None:
 def schedule_window(at_ms: int) -> tuple[int, int] | None:
     """The window a scheduled run covers at ``at_ms``: the last whole schedule period
     (aligned to the epoch, so every beat computes the same one); None when the schedule is off."""
-    quiver = settings.QUIVER
+    quiver = platform_settings()
     period = quiver["REPORT_SCHEDULE_MINUTES"] * 60_000
     if period <= 0:
         return None
@@ -199,7 +199,7 @@ def plan_scheduled(at_ms: int | None = None) -> list[ReportRun]:
     if window is None:
         return []
     since, until = window
-    history_dir = Path(settings.QUIVER["HISTORY_DIR"])
+    history_dir = Path(platform_settings()["HISTORY_DIR"])
     created = []
     for cluster in managed_clusters():
         if not history.recorded_between(history_dir, since, until, cluster.name):
@@ -218,7 +218,7 @@ def plan_scheduled(at_ms: int | None = None) -> list[ReportRun]:
 
 def fail_abandoned(at: dt.datetime | None = None) -> int:
     """Mark failed the runs left running well past the timeout (their worker died)."""
-    limit = settings.QUIVER["REPORT_TIMEOUT_SECONDS"] * 2 + 300
+    limit = platform_settings()["REPORT_TIMEOUT_SECONDS"] * 2 + 300
     cutoff = (at or timezone.now()) - dt.timedelta(seconds=limit)
     stale = ReportRun.objects.filter(status=ReportRun.RUNNING, started__lt=cutoff)
     count = 0

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -11,6 +10,7 @@ from rest_framework.response import Response
 from console.clusters import traffic
 from console.core import apiviews
 from console.core.apiviews import ClusterAPIView, documented, query
+from console.quiver import platform_settings
 from console.topics import serializers as out
 from console.topics import services
 from console.topics.serializers import OffsetByTimeQuery, TestMessage, TopicListQuery, TopicWrite
@@ -50,7 +50,7 @@ class TopicDetail(ClusterAPIView):
     @documented("One topic: route, queues, consumers, messages stored today", responses=out.TopicDetailOut)
     def get(self, request: Request, cluster: str, topic: str) -> Response:
         detail = self.admin(lambda admin: services.topic_detail(admin, topic))
-        detail["storedToday"] = traffic.topic_today(settings.QUIVER["HISTORY_DIR"], cluster, topic)
+        detail["storedToday"] = traffic.topic_today(platform_settings()["HISTORY_DIR"], cluster, topic)
         return Response(detail)
 
     @documented("Update a topic", request=TopicWrite, responses=out.TopicWrittenOut)

@@ -4,7 +4,6 @@ consumers and a form to send a test message.  Each form's action is a function o
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -16,6 +15,7 @@ from console.clusters import traffic
 from console.core.access import allowed
 from console.core.actions import attempt, confirmed_delete_page, form_problems
 from console.core.pages import ask, cluster_for, context
+from console.quiver import platform_settings
 from console.topics import services
 from console.topics.serializers import TOPIC_NAME_HTML_PATTERN, TOPIC_NAME_RULE, TestMessage, TopicWrite
 
@@ -67,7 +67,7 @@ def topic_detail(request: HttpRequest, cluster: str, topic: str) -> HttpResponse
             "an operator can create it there."
         )
     if detail is not None:
-        detail["storedToday"] = traffic.topic_today(settings.QUIVER["HISTORY_DIR"], ref.name, topic)
+        detail["storedToday"] = traffic.topic_today(platform_settings()["HISTORY_DIR"], ref.name, topic)
     impact = None
     if detail is not None and allowed(request.user, cluster, "admin"):
         impact, _ = ask(ref, lambda admin: services.impact(admin, topic))

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -16,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from console.core import redisserver
 from console.core.processes import Ports, broker_conf_warnings, platform_children
 from console.core.supervisor import Supervisor
+from console.quiver import platform_settings
 
 
 class Command(BaseCommand):
@@ -26,7 +26,7 @@ class Command(BaseCommand):
         parser.add_argument("--data-dir", type=Path, help="where the database, stores and logs live")
 
     def handle(self, *args: Any, no_console: bool, data_dir: Path | None, **options: Any) -> None:
-        quiver_data_dir: Path = settings.QUIVER["DATA_DIR"]
+        quiver_data_dir: Path = platform_settings()["DATA_DIR"]
         if data_dir is not None and data_dir.expanduser().resolve() != quiver_data_dir:
             self.restart_with_data_dir(data_dir.expanduser().resolve())
         self.stdout.write(f"data dir: {quiver_data_dir}")
@@ -41,7 +41,7 @@ class Command(BaseCommand):
         call_command("collectstatic", interactive=False, verbosity=0)
         self.stdout.write("static files: collected")
         self.ensure_admin()
-        quiver = settings.QUIVER
+        quiver = platform_settings()
         ports = Ports(quiver["NAMESRV_PORT"], quiver["BROKER_PORT"], quiver["CONSOLE_PORT"])
         children = platform_children(
             quiver_data_dir,

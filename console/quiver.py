@@ -1,0 +1,42 @@
+"""The platform's own settings, typed: ``settings.QUIVER`` as ``console/settings.py`` builds it
+from the environment (where each has its default and its check), read everywhere through
+``platform_settings()`` so a checker knows every key and its type.  Tests that change one
+replace ``settings.QUIVER`` with a copy (``{**settings.QUIVER, "HISTORY_DIR": tmp}``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TypedDict, cast
+
+from django.conf import settings
+
+
+class QuiverSettings(TypedDict):
+    DATA_DIR: Path
+    CONSOLE_PORT: int
+    NAMESRV_PORT: int
+    BROKER_PORT: int
+    NAMESRV_ADDR: str
+    HISTORY_DIR: Path
+    HISTORY_RETENTION_DAYS: int
+    OFFSET_PERSIST_SECONDS: int
+    EXPIRY_CHECK_SECONDS: int
+    DELAY_SCAN_MAX_SLEEP_MS: int
+    ALERT_CHECK_SECONDS: int
+    ALERT_WEBHOOK_URL: str
+    ALERT_WEBHOOK_TIMEOUT_SECONDS: int
+    ALERT_WEBHOOK_ATTEMPTS: int
+    BROKER_TIMEOUT_SECONDS: int
+    FORGET_BROKER_SECONDS: int
+    REPORTS_DIR: str
+    REPORTS_HISTORY_PATH: str
+    REPORT_SCHEDULE_MINUTES: int
+    REPORT_WINDOW_MINUTES: int
+    REPORT_TIMEOUT_SECONDS: int
+    SPARK_MASTER: str
+    LONG_WORK_NICE: int
+
+
+def platform_settings() -> QuiverSettings:
+    """The settings in force now (a test may have replaced them)."""
+    return cast(QuiverSettings, settings.QUIVER)
