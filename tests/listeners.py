@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from broker_core.client.consumer.push import ConsumeStatus
-from broker_core.store.message import MessageExt
+from broker_core.model.message import MessageExt
 
 
 class AlwaysFails:

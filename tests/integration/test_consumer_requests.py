@@ -18,7 +18,7 @@ import pytest
 from broker_core.broker.controller import BrokerController
 from broker_core.client import AdminClient, AdminError
 from broker_core.client.config import ClientConfig
-from broker_core.client.consumer.pull import PullConsumer
+from broker_core.client.consumer.litepull import LitePullConsumer
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
 from broker_core.messagequeue import MessageQueue
 from broker_core.model.message import MessageExt, encode_properties
@@ -234,7 +234,7 @@ async def test_a_pull_consumer_says_why_it_cannot_consume_directly_and_gives_its
     ns, broker = cluster
     msg_id = put(broker, TOPIC, 0, b"ok")
     config = ClientConfig(namesrv_addr=ns.address, instance_name="pull-direct")
-    pull = PullConsumer(GROUP, config=config)
+    pull = LitePullConsumer(GROUP, config=config)
     pull.subscribe(TOPIC)
     await asyncio.to_thread(pull.start)
     mq = MessageQueue(TOPIC, "broker-a", 0)

@@ -1,4 +1,5 @@
-"""Our pull consumer against a real nameserver and broker (``broker_core.client.consumer.pull``).
+"""Our pull consumers against a real nameserver and broker: pulls by queue and offset
+(``broker_core.client.consumer.pull``), subscribe and poll (``...consumer.litepull``).
 
 The consumer runs its client instance on its own thread; the servers run on the test's
 loop, so every blocking call (start and shutdown too) goes through ``asyncio.to_thread``.
@@ -16,7 +17,9 @@ import pytest
 
 from broker_core.broker.controller import BrokerController
 from broker_core.client.config import ClientConfig
-from broker_core.client.consumer.pull import MessageModel, PullConsumer, PullStatus
+from broker_core.client.consumer.common import MessageModel
+from broker_core.client.consumer.litepull import LitePullConsumer
+from broker_core.client.consumer.pull import PullConsumer, PullStatus
 from broker_core.errors import ClientError
 from broker_core.messagequeue import MessageQueue
 from broker_core.model.message import COMPRESSED_FLAG, MessageExt, MessageInner
@@ -25,6 +28,7 @@ from broker_core.namesrv.server import NamesrvServer
 from broker_core.testing import run_broker, run_namesrv
 
 from .clusterhelpers import put, started, wait_until_routed
+from .test_push_consumer import RefusingStrategy
 
 TOPIC = "PullTopic"
 GROUP = "pull-group"
@@ -43,6 +47,11 @@ async def cluster(tmp_path: Path) -> AsyncIterator[tuple[NamesrvServer, BrokerCo
 def consumer(ns: NamesrvServer, instance: str = "one", **kwargs: object) -> PullConsumer:
     config = ClientConfig(namesrv_addr=ns.address, instance_name=instance, client_ip="127.0.0.1")
     return PullConsumer(kwargs.pop("group", GROUP), config=config, **kwargs)  # type: ignore[arg-type]
+
+
+def lite_consumer(ns: NamesrvServer, instance: str = "one", **kwargs: object) -> LitePullConsumer:
+    config = ClientConfig(namesrv_addr=ns.address, instance_name=instance, client_ip="127.0.0.1")
+    return LitePullConsumer(kwargs.pop("group", GROUP), config=config, **kwargs)  # type: ignore[arg-type]
 
 
 def fill(broker: BrokerController, per_queue: int = 3) -> None:
@@ -184,8 +193,8 @@ async def test_lite_poll_splits_the_queues_of_a_group(
     cluster: tuple[NamesrvServer, BrokerController],
 ) -> None:
     ns, broker = cluster
-    first = consumer(ns, "one")
-    second = consumer(ns, "two")
+    first = lite_consumer(ns, "one")
+    second = lite_consumer(ns, "two")
     for c in (first, second):  # no rebalance timer in the test's time: the broker's notice does it
         c.subscribe(TOPIC, "*")
     async with started(first), started(second):
@@ -223,20 +232,20 @@ async def test_lite_poll_starts_where_the_group_stopped(
 ) -> None:
     ns, broker = cluster
     fill(broker, per_queue=2)
-    c = consumer(ns, poll_batch_size=100)
+    c = lite_consumer(ns, poll_batch_size=100)
     c.subscribe(TOPIC, "TagA")
     async with started(c):
         got = await poll_until(c, QUEUES)
     assert sorted(m.body for m in got) == [f"q{i}-m0".encode() for i in range(QUEUES)]
     fill(broker, per_queue=1)
-    again = consumer(ns, "two", poll_batch_size=100)
+    again = lite_consumer(ns, "two", poll_batch_size=100)
     again.subscribe(TOPIC, "*")
     async with started(again):
         later = await poll_until(again, QUEUES)
     assert sorted(m.queue_offset for m in later) == [2] * QUEUES
 
 
-async def poll_until(c: PullConsumer, count: int) -> list[MessageExt]:
+async def poll_until(c: LitePullConsumer, count: int) -> list[MessageExt]:
     """Poll until ``count`` messages came, then once more to see that nothing else does."""
     got: list[MessageExt] = []
     async with asyncio.timeout(10):
@@ -250,7 +259,7 @@ async def test_lite_assign_seek_pause_and_resume(cluster: tuple[NamesrvServer, B
     ns, broker = cluster
     fill(broker, per_queue=6)
     q0, q1 = MessageQueue(TOPIC, "broker-a", 0), MessageQueue(TOPIC, "broker-a", 1)
-    c = consumer(ns, poll_batch_size=100, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    c = lite_consumer(ns, poll_batch_size=100, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
     c.assign([q0, q1])
     with pytest.raises(ClientError, match="exclusive"):
         c.subscribe(TOPIC, "*")
@@ -287,3 +296,22 @@ async def test_lite_assign_seek_pause_and_resume(cluster: tuple[NamesrvServer, B
     # Queues never assigned were never pulled or committed.
     assert broker.store is not None
     assert broker.store.consumer_offsets.query_offsets(GROUP, TOPIC) == {0: 7, 1: 7}
+
+
+async def test_lite_rebalance_keeps_its_queues_when_the_strategy_refuses(
+    cluster: tuple[NamesrvServer, BrokerController],
+) -> None:
+    """The push consumer's rebalance (``assignment.Rebalance``): a topic the strategy cannot
+    allocate keeps its queues, and they are still polled."""
+    ns, broker = cluster
+    strategy = RefusingStrategy()
+    c = lite_consumer(ns, allocate_strategy=strategy, poll_batch_size=100)
+    c.subscribe(TOPIC, "*")
+    every_queue = [MessageQueue(TOPIC, "broker-a", i) for i in range(QUEUES)]
+    async with started(c):
+        assert await asyncio.to_thread(c.assignment) == every_queue
+        strategy.refuse = True
+        assert await asyncio.to_thread(c.rebalance) == every_queue
+        fill(broker, per_queue=1)
+        got = await poll_until(c, QUEUES)
+    assert sorted(m.queue_id for m in got) == list(range(QUEUES))

@@ -7,11 +7,12 @@ loop, so start and shutdown go through ``asyncio.to_thread``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 import zlib
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import orjson
@@ -20,6 +21,8 @@ import pytest
 from broker_core.broker.controller import BrokerController
 from broker_core.client.config import ClientConfig
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
+from broker_core.client.consumer.rebalance import AllocateMessageQueueAveragely
+from broker_core.messagequeue import MessageQueue
 from broker_core.model.message import COMPRESSED_FLAG, MessageExt, MessageInner
 from broker_core.namesrv.server import NamesrvServer
 from broker_core.remoting.codes import RequestCode
@@ -401,3 +404,41 @@ async def test_a_pull_held_when_its_consumer_leaves_hands_nothing_to_the_group(
     produce(broker, 4)
     await asyncio.sleep(1.0)  # the held pulls wake for the new messages
     assert broker.stats.totals().gets == {("push-group", TOPIC): 8}
+
+
+class RefusingStrategy(AllocateMessageQueueAveragely):
+    """AVG until ``refuse`` is set; then it refuses its input, as a strategy may (ValueError)."""
+
+    name = "REFUSING"
+
+    def __init__(self) -> None:
+        self.refuse = False
+
+    def allocate(
+        self, consumer_group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]:
+        if self.refuse:
+            raise ValueError("refused for the test")
+        return super().allocate(consumer_group, current_cid, mq_all, cid_all)
+
+
+async def test_a_member_whose_strategy_refuses_keeps_its_queues(
+    cluster: tuple[NamesrvServer, BrokerController], caplog: pytest.LogCaptureFixture
+) -> None:
+    """As RocketMQ's rebalanceByTopic: a topic the strategy cannot allocate keeps its queues."""
+    ns, broker = cluster
+    strategy = RefusingStrategy()
+    a = consumer(ns, Collector(), instance="a", allocate_strategy=strategy)
+    b = consumer(ns, Collector(), instance="b")
+    await asyncio.to_thread(a.start)
+    try:
+        await until(lambda: len(a.process_queues) == 4 + 1)  # the topic's and the retry topic's
+        strategy.refuse = True
+        with caplog.at_level(logging.INFO, logger="broker_core.client.consumer.assignment"):
+            await asyncio.to_thread(b.start)
+            await until(lambda: len(b.process_queues) == 2)
+            await until(lambda: any("refused for the test" in r.getMessage() for r in caplog.records))
+        assert len(a.process_queues) == 4 + 1
+    finally:
+        await asyncio.to_thread(b.shutdown)
+        await asyncio.to_thread(a.shutdown)

@@ -210,12 +210,13 @@ class Quiver:
         )
 
     def pull_catchup(self, s: Settings) -> dict[str, Any]:
-        """A PullConsumer (subscribe and poll, 500 at a time) of a new group from the first
+        """A LitePullConsumer (subscribe and poll, 500 at a time) of a new group from the first
         offset until every message was returned, then ``commit`` and shutdown."""
-        from broker_core.client.consumer.pull import ConsumeFromWhere, PullConsumer
+        from broker_core.client.consumer.common import ConsumeFromWhere
+        from broker_core.client.consumer.litepull import LitePullConsumer
 
         group = f"PeersPull_{self.name}"
-        consumer = PullConsumer(
+        consumer = LitePullConsumer(
             group,
             self.namesrv,
             consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,

@@ -1,14 +1,19 @@
 """Consumers of a Quiver (or RocketMQ) cluster.
 
-``pull`` holds the pull consumer (queue-and-offset pulls, and subscribe-and-poll);
-``offsetstore`` where consumer offsets are kept (the broker, or a local file when
-broadcasting); ``rebalance`` RocketMQ's queue allocation strategies (which queues of a
-topic each consumer of a group pulls); ``consistenthash`` the hash ring behind
-CONSISTENT_HASH.
+``push`` holds the push consumer (a listener called with pulled messages), ``pull`` the
+pull consumer (pulls by queue and offset) and ``litepull`` the subscribe-and-poll
+consumer built on it; ``common`` what they share (message model, consume-from-where,
+subscription data, the heartbeat entry); ``assignment`` the one rebalance of the push and
+subscribe-and-poll consumers and where a new queue starts; ``rebalance`` RocketMQ's queue
+allocation strategies (which queues of a topic each consumer of a group pulls);
+``consistenthash`` the hash ring behind CONSISTENT_HASH; ``offsetstore`` where consumer
+offsets are kept (the broker, or a local file when broadcasting).
 """
 
 from __future__ import annotations
 
+from broker_core.client.consumer.common import ConsumeFromWhere, MessageModel, SubscriptionData
+from broker_core.client.consumer.litepull import LitePullConsumer
 from broker_core.client.consumer.offsetstore import (
     LocalFileOffsetStore,
     OffsetFileError,
@@ -16,13 +21,7 @@ from broker_core.client.consumer.offsetstore import (
     ReadOffsetType,
     RemoteBrokerOffsetStore,
 )
-from broker_core.client.consumer.pull import (
-    ConsumeFromWhere,
-    MessageModel,
-    PullConsumer,
-    PullResult,
-    PullStatus,
-)
+from broker_core.client.consumer.pull import PullConsumer, PullResult, PullStatus
 from broker_core.client.consumer.rebalance import (
     AllocateMachineRoomNearby,
     AllocateMessageQueueAveragely,
@@ -43,6 +42,7 @@ __all__ = [
     "AllocateMessageQueueConsistentHash",
     "AllocateMessageQueueStrategy",
     "ConsumeFromWhere",
+    "LitePullConsumer",
     "LocalFileOffsetStore",
     "MachineRoomResolver",
     "MessageModel",
@@ -53,4 +53,5 @@ __all__ = [
     "PullStatus",
     "ReadOffsetType",
     "RemoteBrokerOffsetStore",
+    "SubscriptionData",
 ]

@@ -1,23 +1,36 @@
-"""What both consumers (push and pull) need to take a queue on: which queues a topic
-offers for reading, who the group's members are, and where a queue with no committed
-offset starts.
+"""How a consumer takes queues on: the one rebalance of the push and the subscribe-and-poll
+consumers, and what it needs (which queues a topic offers for reading, who the group's
+members are, where a queue with no committed offset starts).
 
-RocketMQ's rules: a new group starts at the queue's end (CONSUME_FROM_LAST_OFFSET), its
-start (FIRST/MIN) or the first message stored after a time (TIMESTAMP, half an hour ago
-by default); the group's own retry topic always starts at 0, so no redelivery is skipped.
+The rebalance is RocketMQ's ``RebalanceImpl``: for each subscribed topic it reads the
+route's readable queues and (CLUSTERING) the group's client ids from a broker, sorts
+both as Java does, and keeps the share the allocation strategy (``rebalance``) gives this
+client; BROADCASTING takes every queue.  A topic it cannot rebalance now (no route, no
+member list, a strategy refusing its input) keeps its current queues, as RocketMQ's
+``rebalanceByTopic`` returns without change.  Queues no longer allocated are released
+(their offsets committed) before new ones are taken, so two members never both hold a
+queue for long.  What releasing and taking mean is the consumer's (``QueueHolder``).
+
+RocketMQ's rules for a new queue: a new group starts at the queue's end
+(CONSUME_FROM_LAST_OFFSET), its start (FIRST/MIN) or the first message stored after a
+time (TIMESTAMP, half an hour ago by default); the group's own retry topic always starts
+at 0, so no redelivery is skipped.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from typing import TYPE_CHECKING, Protocol
 
 from broker_core.client.consumer.offsetstore import NO_OFFSET, OffsetStore, ReadOffsetType
+from broker_core.client.consumer.rebalance import AllocateMessageQueueStrategy, sort_for_allocate
 from broker_core.client.requests import refused
 from broker_core.client.routes import TopicRoute
-from broker_core.errors import NoRouteError
+from broker_core.errors import ClientError, NoRouteError
 from broker_core.messagequeue import MessageQueue
 from broker_core.model.topicconfig import PERM_READ
 from broker_core.remoting.codes import RequestCode, ResponseCode
@@ -101,3 +114,102 @@ async def start_offset(
             when = time.time_ns() // 1_000_000 - DEFAULT_CONSUME_TIMESTAMP_AGO_MS
         return await queue_offset(instance, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, mq, when)
     return await queue_offset(instance, RequestCode.GET_MAX_OFFSET, mq)
+
+
+class QueueHolder(Protocol):
+    """What a consumer lets its rebalance do with the queues it consumes."""
+
+    def held_queues(self) -> Collection[MessageQueue]:
+        """The queues it consumes now."""
+        ...
+
+    async def release_queue(self, mq: MessageQueue) -> None:
+        """Stop consuming ``mq``: commit its offset and forget it."""
+        ...
+
+    async def take_queue(self, mq: MessageQueue) -> bool:
+        """Start consuming ``mq`` (from ``start_offset``); False when it is refused for now
+        (an orderly queue whose broker lock another member still holds).  A queue it cannot
+        start now for another reason is skipped (True): the next rebalance tries again."""
+        ...
+
+
+class Rebalance:
+    """One consumer group's rebalance in this client (RocketMQ ``RebalanceImpl``).
+
+    ``run`` is serialised by ``lock``, which the consumer also holds for other changes of
+    its queues (an offset reset, shutdown) so that they never interleave with a rebalance.
+    """
+
+    def __init__(
+        self,
+        instance: ClientInstance,
+        group: str,
+        strategy: AllocateMessageQueueStrategy,
+        holder: QueueHolder,
+        *,
+        broadcasting: bool,
+    ) -> None:
+        self.instance = instance
+        self.group = group
+        self.strategy = strategy
+        self.holder = holder
+        self.broadcasting = broadcasting
+        self.lock = asyncio.Lock()
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def allocate(self, topic: str) -> list[MessageQueue]:
+        """This client's share of ``topic``'s readable queues, from a fresh route.
+
+        Raises NoRouteError (no route or, in CLUSTERING, no readable queue), RemotingError
+        or ClientError (no member list), ValueError (the strategy refused its input).
+        """
+        route = await self.instance.update_route(topic)
+        mq_all = readable_queues(route)
+        if self.broadcasting:
+            return mq_all
+        if not mq_all:
+            raise NoRouteError(f"topic {topic!r} has no readable queue")
+        cid_all = await group_consumer_ids(self.instance, self.group, route)
+        mq_sorted, cid_sorted = sort_for_allocate(mq_all, cid_all)
+        return list(self.strategy.allocate(self.group, self.instance.client_id, mq_sorted, cid_sorted))
+
+    async def run(self, topics: Iterable[str], fixed: Iterable[MessageQueue] = ()) -> list[MessageQueue]:
+        """Allocate each of ``topics``; release the queues no longer ours, take the new ones
+        (sorted) and the ``fixed`` ones (queues the application assigned).  The queues the
+        holder refused to take, to be asked for again.
+        """
+        async with self.lock:
+            wanted: set[MessageQueue] = set(fixed)
+            for topic in list(topics):
+                try:
+                    wanted.update(await self.allocate(topic))
+                except (ClientError, RemotingError, ValueError) as exc:
+                    level = logging.INFO if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else logging.WARNING
+                    log.log(level, "consumer %s: no rebalance of %s now: %s", self.group, topic, exc)
+                    wanted.update(mq for mq in self.holder.held_queues() if mq.topic == topic)
+            for mq in [mq for mq in self.holder.held_queues() if mq not in wanted]:
+                await self.holder.release_queue(mq)
+            new = sorted(wanted.difference(self.holder.held_queues()))
+            return [mq for mq in new if not await self.holder.take_queue(mq)]
+
+    def soon(self, job: Callable[[], Awaitable[object]]) -> None:
+        """Run ``job`` (a rebalance the broker asked for) in a task of its own, on the loop;
+        a failure is logged.  ``cancel`` stops the ones still running."""
+
+        async def quietly() -> None:
+            try:
+                await job()
+            except Exception:
+                log.exception("consumer %s: rebalance failed", self.group)
+
+        task = asyncio.get_running_loop().create_task(quietly(), name=f"rebalance-{self.group}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def cancel(self) -> None:
+        """Cancel the rebalances ``soon`` started and wait for them to end."""
+        tasks = list(self._background)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

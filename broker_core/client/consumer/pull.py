@@ -1,28 +1,17 @@
-"""The pull consumer: the application chooses queues and offsets (RocketMQ's pull consumers).
+"""The pull consumer: the application chooses queues and offsets (RocketMQ's
+``DefaultMQPullConsumer``).
 
-Two styles on one class, for one consumer group:
-
-- **Queue and offset** (``DefaultMQPullConsumer``): ``fetch_queues(topic)`` lists the
-  readable queues, ``pull(mq, expression, offset)`` reads from an offset and returns a
-  ``PullResult`` (FOUND / NO_NEW_MSG / NO_MATCHED_MSG / OFFSET_ILLEGAL, the next offset,
-  the queue's min and max), ``pull_blocking`` does the same with long polling (the broker
-  holds the request until a message arrives or the suspension ends).  Offsets are the
-  application's: ``update_offset`` / ``fetch_offset`` / ``persist`` go through the
-  group's offset store.
-- **Subscribe and poll** (``DefaultLitePullConsumer``): ``subscribe(topic, expression)``
-  then ``poll(timeout_ms)``.  The consumer allocates the topic's queues among the group's
-  consumers (GET_CONSUMER_LIST_BY_GROUP, ``AllocateMessageQueueAveragely`` by default, on
-  the inputs ``sort_for_allocate`` orders), pulls its queues in the background with long
-  polling into a bounded buffer, and ``poll`` returns what is buffered.  Returning
-  messages marks them consumed; offsets are committed every
-  ``persist_consumer_offset_interval`` (5 s) and at shutdown, so a consumer that dies
-  between two commits has the last few seconds of messages redelivered (at-least-once).
-  It rebalances every ``rebalance_interval_ms`` (20 s) and at once when a broker reports
-  the group's members changed.
+``fetch_queues(topic)`` lists the readable queues, ``pull(mq, expression, offset)`` reads
+from an offset and returns a ``PullResult`` (FOUND / NO_NEW_MSG / NO_MATCHED_MSG /
+OFFSET_ILLEGAL, the next offset, the queue's min and max), ``pull_blocking`` does the same
+with long polling (the broker holds the request until a message arrives or the suspension
+ends).  Offsets are the application's: ``update_offset`` / ``fetch_offset`` / ``persist``
+go through the group's offset store, committed every ``persist_consumer_offset_interval``
+(5 s) and at shutdown.  The subscribe-and-poll consumer (``litepull.LitePullConsumer``)
+builds on this one.
 
 Offsets live on the brokers in the CLUSTERING model (``RemoteBrokerOffsetStore``) and in a
-local file in BROADCASTING (``LocalFileOffsetStore``, where every consumer reads every
-queue).  A queue with no committed offset starts as ``consume_from_where`` says.
+local file in BROADCASTING (``LocalFileOffsetStore``).
 
 Pulls always carry their tag expression (sysFlag ``PullSysFlag.SUBSCRIPTION``), so the broker filters
 by tag hash; the client then keeps only messages whose ``TAGS`` is one of the expression's
@@ -41,19 +30,19 @@ import contextlib
 import enum
 import logging
 import os
-import time
 import zlib
-from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from broker_core.client.config import ClientConfig
-from broker_core.client.consumer.assignment import (
-    group_consumer_ids,
-    queue_offset,
-    readable_queues,
-    start_offset,
+from broker_core.client.consumer.assignment import queue_offset, readable_queues
+from broker_core.client.consumer.common import (
+    ConsumeFromWhere,
+    ConsumeType,
+    MessageModel,
+    SubscriptionData,
+    consumer_data,
 )
 from broker_core.client.consumer.offsetstore import (
     LocalFileOffsetStore,
@@ -62,17 +51,11 @@ from broker_core.client.consumer.offsetstore import (
     RemoteBrokerOffsetStore,
     topic_offsets,
 )
-from broker_core.client.consumer.rebalance import (
-    AllocateMessageQueueAveragely,
-    AllocateMessageQueueStrategy,
-    sort_for_allocate,
-)
 from broker_core.client.instance import ClientInstance
 from broker_core.client.requests import refused
 from broker_core.errors import ClientError, NoRouteError
 from broker_core.messagequeue import MessageQueue
 from broker_core.model.groupconfig import MASTER_ID
-from broker_core.model.hashcode import tags_code
 from broker_core.model.message import (
     COMPRESSED_FLAG,
     PROPERTY_MAX_OFFSET,
@@ -84,35 +67,11 @@ from broker_core.model.message import (
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.errors import RemotingError
 from broker_core.remoting.headers import PullMessageRequestHeader, PullSysFlag
-from broker_core.tags import SUB_ALL, parse_tags
-from broker_core.topics import group_problem, topic_problem
+from broker_core.topics import group_problem
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-# How long a background pull waits after a failure before trying the queue again.
-PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION = 1_000
-# How long a background pull waits when its queue's buffer is full.
-PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL = 50
-
-
-class MessageModel(enum.StrEnum):
-    """Whether a group shares its queues (CLUSTERING) or every consumer reads all (BROADCASTING).
-
-    String-valued, so the push consumer takes these or their names alike."""
-
-    BROADCASTING = "BROADCASTING"
-    CLUSTERING = "CLUSTERING"
-
-
-class ConsumeFromWhere(enum.StrEnum):
-    """Where a queue with no committed offset starts (string-valued, like ``MessageModel``)."""
-
-    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
-    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
-    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
 
 
 class PullStatus(enum.Enum):
@@ -144,40 +103,6 @@ class PullResult:
     messages: list[MessageExt] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
-class SubscriptionData:
-    """A topic and its tag expression, as heartbeats and pulls carry it."""
-
-    topic: str
-    expression: str
-    tags: frozenset[str] | None  # None: every tag
-    version: int
-
-    @classmethod
-    def of(cls, topic: str, expression: str | None) -> SubscriptionData:
-        expression = (expression or "").strip() or SUB_ALL
-        return cls(topic, expression, parse_tags(expression), time.time_ns() // 1_000_000)
-
-    def matches(self, msg: MessageExt) -> bool:
-        """The client-side filter: the message's tag is one of ours (by string)."""
-        return self.tags is None or (msg.tags is not None and msg.tags in self.tags)
-
-    def to_json(self) -> dict[str, Any]:
-        """A heartbeat's subscriptionData entry (Java's field names; empty sets omitted)."""
-        data: dict[str, Any] = {
-            "classFilterMode": False,
-            "expressionType": "TAG",
-            "subString": self.expression,
-            "subVersion": self.version,
-            "topic": self.topic,
-        }
-        if self.tags:
-            ordered = sorted(self.tags)
-            data["tagsSet"] = ordered
-            data["codeSet"] = [tags_code(t) for t in ordered]
-        return data
-
-
 def decode_pull_body(body: bytes, min_offset: int, max_offset: int) -> list[MessageExt]:
     """The records of a FOUND body, bodies decompressed, MIN/MAX_OFFSET properties set.
 
@@ -199,28 +124,8 @@ def decode_pull_body(body: bytes, min_offset: int, max_offset: int) -> list[Mess
     return messages
 
 
-@dataclass(slots=True)
-class _Chunk:
-    """Pulled messages of one queue not yet returned by ``poll``; ``next_offset`` follows them."""
-
-    messages: deque[MessageExt]
-    next_offset: int
-
-
-@dataclass(slots=True)
-class _Assigned:
-    """A queue this consumer pulls in the subscribe-and-poll style."""
-
-    subscription: SubscriptionData
-    pull_offset: int
-    chunks: deque[_Chunk] = field(default_factory=deque)
-    buffered: int = 0
-    task: asyncio.Task[None] | None = None
-    paused: bool = False
-
-
 class PullConsumer:
-    """Pulls messages of one consumer group; thread-safe.  ``start()`` before use."""
+    """Pulls messages of one consumer group by queue and offset; thread-safe.  ``start()`` before use."""
 
     def __init__(
         self,
@@ -230,15 +135,8 @@ class PullConsumer:
         config: ClientConfig | None = None,
         message_model: MessageModel = MessageModel.CLUSTERING,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-        consume_timestamp_ms: int | None = None,
-        allocate_strategy: AllocateMessageQueueStrategy | None = None,
         offset_store_dir: str | os.PathLike[str] | None = None,
-        pull_batch_size: int = 32,
-        poll_batch_size: int = 10,
-        pull_threshold_for_queue: int = 1000,
         broker_suspend_max_time_ms: int = 20_000,
-        rebalance_interval_ms: int = 20_000,
-        auto_commit: bool = True,
     ) -> None:
         self.group = group
         self.config = config if config is not None else ClientConfig(namesrv_addr=namesrv_addr)
@@ -247,29 +145,12 @@ class PullConsumer:
             self.consume_from_where = ConsumeFromWhere(consume_from_where)
         except ValueError as exc:
             raise ClientError(str(exc)) from None
-        # RocketMQ's default: half an hour ago.
-        self.consume_timestamp_ms = consume_timestamp_ms
-        self.allocate_strategy = allocate_strategy or AllocateMessageQueueAveragely()
         self.offset_store_dir = offset_store_dir
-        self.pull_batch_size = pull_batch_size
-        self.poll_batch_size = poll_batch_size
-        self.pull_threshold_for_queue = pull_threshold_for_queue
         self.broker_suspend_max_time_ms = broker_suspend_max_time_ms
-        self.rebalance_interval_ms = rebalance_interval_ms
-        self.auto_commit = auto_commit
         self.offset_store: OffsetStore | None = None
         self._instance: ClientInstance | None = None
-        self._subscriptions: dict[str, SubscriptionData] = {}
-        # assign(): queues chosen by the application, no rebalance (exclusive with subscribe).
-        self._manual: dict[MessageQueue, SubscriptionData] | None = None
-        self._assigned: dict[MessageQueue, _Assigned] = {}
         self._suggested: dict[MessageQueue, int] = {}
-        self._arrived: asyncio.Event | None = None
         self._timers: list[asyncio.Task[None]] = []
-        self._rebalance_lock: asyncio.Lock | None = None
-        self._cursor = 0
-        self._background: set[asyncio.Future[None]] = set()
-        self._stopping = False  # set by shutdown: no rebalance may start a pull after it
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -292,25 +173,19 @@ class PullConsumer:
         return self
 
     async def _start(self, instance: ClientInstance) -> None:
+        """Load the offset store, join the group (a heartbeat), start the commit timer."""
         if self.message_model is MessageModel.BROADCASTING:
             self.offset_store = LocalFileOffsetStore(instance.client_id, self.group, self.offset_store_dir)
         else:
             self.offset_store = RemoteBrokerOffsetStore(instance, self.group)
         await self.offset_store.load()
-        self._arrived = asyncio.Event()
-        self._rebalance_lock = asyncio.Lock()
-        for topic in self._subscriptions:
-            await instance.route(topic)
         await instance.register_consumer(self)
-        self._timers = [
-            asyncio.create_task(self._every(self.config.persist_consumer_offset_interval, self._persist_all)),
-            asyncio.create_task(self._every(self.rebalance_interval_ms, self._rebalance)),
-        ]
-        if self._subscriptions or self._manual is not None:
-            await self._rebalance()
+        self._timers.append(
+            asyncio.create_task(self._every(self.config.persist_consumer_offset_interval, self._persist_all))
+        )
 
     def shutdown(self) -> None:
-        """Stop pulling, commit the offsets, leave the group; the last user closes the instance."""
+        """Stop, commit the offsets, leave the group; the last user closes the instance."""
         instance, self._instance = self._instance, None
         if instance is None:
             return
@@ -320,18 +195,11 @@ class PullConsumer:
             instance.release()
 
     async def _stop(self, instance: ClientInstance) -> None:
-        self._stopping = True
-        if self._rebalance_lock is not None:
-            async with self._rebalance_lock:  # a rebalance under way finishes first
-                pass
-        tasks = [*self._timers, *self._background]
-        tasks += [a.task for a in self._assigned.values() if a.task is not None]
-        for task in tasks:
+        """Stop the timers, commit every offset, leave the group."""
+        timers, self._timers = self._timers, []
+        for task in timers:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        self._timers = []
-        for assigned in self._assigned.values():
-            assigned.task = None
+        await asyncio.gather(*timers, return_exceptions=True)
         if self.offset_store is not None:
             try:
                 await self.offset_store.persist_all()
@@ -345,32 +213,23 @@ class PullConsumer:
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
+    def subscription_data(self) -> list[SubscriptionData]:
+        """The subscriptions its heartbeat carries: none (queues are chosen per pull)."""
+        return []
+
     def heartbeat_data(self) -> dict[str, Any]:
         """This group's heartbeat entry: a pull consumer with its subscriptions."""
-        data: dict[str, Any] = {
-            "consumeFromWhere": self.consume_from_where.value,
-            "consumeType": "CONSUME_ACTIVELY",
-            "groupName": self.group,
-            "messageModel": self.message_model.value,
-            "unitMode": False,
-        }
-        if self._subscriptions:
-            data["subscriptionDataSet"] = [s.to_json() for s in self._subscriptions.values()]
-        return data
+        return consumer_data(
+            self.group,
+            ConsumeType.CONSUME_ACTIVELY,
+            self.message_model,
+            self.consume_from_where,
+            self.subscription_data(),
+        )
 
     def consumer_status(self, topic: str) -> dict[MessageQueue, int]:
         """GET_CONSUMER_STATUS_FROM_CLIENT: the offsets held for ``topic``'s queues."""
         return topic_offsets(self.offset_store, topic)
-
-    def on_consumer_ids_changed(self) -> None:
-        """The group's members changed (the instance relays the broker's notice): rebalance now."""
-        if self._instance is not None and self._subscriptions:
-            self._instance.call_soon(self._spawn_rebalance)
-
-    def _spawn_rebalance(self) -> None:
-        task = asyncio.ensure_future(self._quietly(self._rebalance))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
 
     @property
     def instance(self) -> ClientInstance:
@@ -458,115 +317,26 @@ class PullConsumer:
             raise ClientError(f"pull consumer {self.group!r} is not started")
         return self.offset_store
 
-    # -- subscribe and poll -------------------------------------------------------------------
-
-    def subscribe(self, topic: str, expression: str | None = SUB_ALL) -> None:
-        """Consume ``topic`` (messages whose tag matches ``expression``) through ``poll``."""
-        problem = topic_problem(topic)
-        if problem is not None:
-            raise ClientError(problem)
-        if self._manual is not None:
-            raise ClientError("subscribe() and assign() are exclusive: this consumer has assigned queues")
-        sub = SubscriptionData.of(topic, expression)
-        if self._instance is None:
-            self._subscriptions[topic] = sub
-            return
-        self._run(self._subscribe(sub))
-
-    def unsubscribe(self, topic: str) -> None:
-        """Stop consuming ``topic``: its queues are committed and released."""
-        if self._instance is None:
-            self._subscriptions.pop(topic, None)
-            return
-        self._run(self._unsubscribe(topic))
-
-    def assignment(self) -> list[MessageQueue]:
-        """The queues this consumer currently pulls for ``poll``, sorted."""
-        if self._instance is None:
-            return []
-        return self._run(self._assignment())
-
-    def assign(self, queues: list[MessageQueue], expression: str | None = SUB_ALL) -> None:
-        """Pull exactly ``queues`` for ``poll`` (RocketMQ's lite-pull ``assign``): no group
-        rebalance, each queue from its committed offset or ``consume_from_where``.  Calling
-        it again replaces the set; queues left out are committed and released.
-
-        Raises ClientError when the consumer subscribes to topics (the two are exclusive).
-        """
-        if self._subscriptions:
-            raise ClientError("subscribe() and assign() are exclusive: this consumer subscribes to topics")
-        for mq in queues:
-            problem = topic_problem(mq.topic)
-            if problem is not None:
-                raise ClientError(problem)
-        self._manual = {mq: SubscriptionData.of(mq.topic, expression) for mq in queues}
-        if self._instance is not None:
-            self._run(self._rebalance())
-
-    def seek(self, mq: MessageQueue, offset: int) -> None:
-        """Make ``poll`` go on from ``offset`` of ``mq``: what was buffered is dropped, and the
-        offset is the group's new consumed offset (committed with the others).
-
-        Raises ClientError when ``mq`` is not assigned or ``offset`` is outside the queue's
-        stored range (min..max offset).
-        """
-        self._run(self._seek(mq, lambda lo, hi: offset))
-
-    def seek_to_begin(self, mq: MessageQueue) -> None:
-        """``seek`` to the oldest message still stored in ``mq``."""
-        self._run(self._seek(mq, lambda lo, hi: lo))
-
-    def seek_to_end(self, mq: MessageQueue) -> None:
-        """``seek`` past the newest message of ``mq``: only new messages are polled."""
-        self._run(self._seek(mq, lambda lo, hi: hi))
-
-    def pause(self, queues: list[MessageQueue]) -> None:
-        """Stop pulling ``queues`` and returning their messages from ``poll`` until ``resume``;
-        their buffered messages and offsets are kept."""
-        self._run(self._set_paused(queues, True))
-
-    def resume(self, queues: list[MessageQueue]) -> None:
-        """Pull and poll ``queues`` again after ``pause``."""
-        self._run(self._set_paused(queues, False))
-
-    def committed(self, mq: MessageQueue) -> int:
-        """The group's consumed offset of ``mq`` as the broker (or offset file) has it; -1 if none."""
-        return self.fetch_offset(mq, from_store=True)
-
-    def rebalance(self) -> list[MessageQueue]:
-        """Re-allocate the subscribed topics' queues now; the new assignment."""
-        self._run(self._rebalance())
-        return self.assignment()
-
-    def poll(self, timeout_ms: int = 5_000) -> list[MessageExt]:
-        """Up to ``poll_batch_size`` messages of the subscribed topics, waiting up to ``timeout_ms``.
-
-        Returned messages count as consumed: their queues' offsets move past them and are
-        committed by the timer (with ``auto_commit``) or by ``commit``.
-        """
-        return self._run(self._poll(timeout_ms / 1000))
-
-    def commit(self) -> None:
-        """Commit every consumed offset now."""
-        self._run(self._store.persist_all())
-
     # -- on the instance's loop ----------------------------------------------------------------
 
-    async def _every(self, interval_ms: int, job: Any) -> None:
+    async def _every(self, interval_ms: int, job: Callable[[], Awaitable[object]]) -> None:
         while True:
             await asyncio.sleep(interval_ms / 1000)
             await self._quietly(job)
 
-    async def _quietly(self, job: Any) -> None:
+    async def _quietly(self, job: Callable[[], Awaitable[object]]) -> None:
+        """``job()``, its failure logged: a timer must outlive one bad round."""
+        name = getattr(job, "__name__", job)
         try:
             await job()
         except (ClientError, RemotingError) as exc:
-            log.warning("%s of consumer group %s failed: %s", job.__name__, self.group, exc)
+            log.warning("%s of consumer group %s failed: %s", name, self.group, exc)
         except Exception:  # a timer must outlive one bad round
-            log.exception("%s of consumer group %s failed", job.__name__, self.group)
+            log.exception("%s of consumer group %s failed", name, self.group)
 
     async def _persist_all(self) -> None:
-        if self.offset_store is not None and (self.auto_commit or not self._subscriptions):
+        """The commit timer's job: every changed offset."""
+        if self.offset_store is not None:
             await self.offset_store.persist_all()
 
     async def _fetch_queues(self, topic: str) -> list[MessageQueue]:
@@ -642,198 +412,5 @@ class PullConsumer:
             messages = [m for m in decode_pull_body(reply.body, min_offset, max_offset) if sub.matches(m)]
         return PullResult(status, next_offset, min_offset, max_offset, messages)
 
-    # -- subscribe and poll, on the loop -------------------------------------------------------
 
-    async def _subscribe(self, sub: SubscriptionData) -> None:
-        await self.instance.route(sub.topic)
-        self._subscriptions[sub.topic] = sub
-        await self.instance.heartbeat_all()
-        await self._rebalance()
-
-    async def _unsubscribe(self, topic: str) -> None:
-        self._subscriptions.pop(topic, None)
-        await self.instance.heartbeat_all()
-        await self._rebalance()
-
-    async def _assignment(self) -> list[MessageQueue]:
-        return sorted(self._assigned)
-
-    async def _rebalance(self) -> None:
-        """Allocate each subscribed topic's queues; start pulling new ones, release lost ones."""
-        assert self._rebalance_lock is not None
-        async with self._rebalance_lock:
-            wanted: set[MessageQueue] = set()
-            if self._manual is not None:  # assign(): the application's queues, as they are
-                wanted = set(self._manual)
-            for topic in list(self._subscriptions):
-                try:
-                    wanted |= set(await self._allocate(topic))
-                except (ClientError, RemotingError) as exc:
-                    log.warning("rebalance of %s for topic %s failed: %s", self.group, topic, exc)
-                    wanted |= {mq for mq in self._assigned if mq.topic == topic}
-            for mq in [mq for mq in self._assigned if mq not in wanted]:
-                await self._release(mq)
-            for mq in sorted(wanted - set(self._assigned)):
-                sub = self._manual.get(mq) if self._manual is not None else self._subscriptions.get(mq.topic)
-                if sub is None:
-                    continue
-                try:
-                    offset = await self._start_offset(mq)
-                except (ClientError, RemotingError) as exc:
-                    log.warning("no start offset for %s of %s yet: %s", mq, self.group, exc)
-                    continue
-                if self._stopping:
-                    return
-                assigned = _Assigned(sub, offset)
-                self._assigned[mq] = assigned
-                assigned.task = asyncio.create_task(self._pull_loop(mq, assigned))
-                log.info("consumer group %s now pulls %s from offset %d", self.group, mq, offset)
-
-    async def _allocate(self, topic: str) -> list[MessageQueue]:
-        queues = await self._fetch_queues(topic)
-        if self.message_model is MessageModel.BROADCASTING:
-            return queues
-        cids = await group_consumer_ids(self.instance, self.group, await self.instance.route(topic))
-        mq_all, cid_all = sort_for_allocate(queues, cids)
-        return self.allocate_strategy.allocate(self.group, self.instance.client_id, mq_all, cid_all)
-
-    async def _start_offset(self, mq: MessageQueue) -> int:
-        """The committed offset, else where ``consume_from_where`` says a new queue starts."""
-        assert self.offset_store is not None
-        return await start_offset(
-            self.instance, self.offset_store, mq, self.consume_from_where.value, self.consume_timestamp_ms
-        )
-
-    async def _release(self, mq: MessageQueue) -> None:
-        """Stop pulling ``mq``, drop what ``poll`` has not returned, commit and forget it."""
-        assigned = self._assigned.pop(mq)
-        if assigned.task is not None:
-            assigned.task.cancel()
-            await asyncio.gather(assigned.task, return_exceptions=True)
-        assert self.offset_store is not None
-        try:
-            await self.offset_store.persist(mq)
-        except (ClientError, RemotingError) as exc:
-            log.warning("committing %s of %s on release failed: %s", mq, self.group, exc)
-        self.offset_store.remove(mq)
-        log.info("consumer group %s released %s", self.group, mq)
-
-    async def _pull_loop(self, mq: MessageQueue, assigned: _Assigned) -> None:
-        """Keep ``mq``'s buffer filled with long polls until the queue is released."""
-        assert self._arrived is not None
-        while True:
-            if assigned.buffered >= self.pull_threshold_for_queue or assigned.paused:
-                await asyncio.sleep(PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL / 1000)
-                continue
-            suspend_ms = self.broker_suspend_max_time_ms
-            try:
-                result = await self._pull(
-                    mq,
-                    assigned.subscription,
-                    assigned.pull_offset,
-                    self.pull_batch_size,
-                    suspend_ms,
-                    (suspend_ms + self.config.request_timeout_ms) / 1000,
-                )
-            except (ClientError, RemotingError) as exc:
-                log.info("pull of %s for %s failed: %s", mq, self.group, exc)
-                await asyncio.sleep(PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION / 1000)
-                continue
-            if result.status is PullStatus.NO_NEW_MSG:
-                continue
-            if result.status is PullStatus.OFFSET_ILLEGAL:
-                log.warning(
-                    "offset %d of %s is illegal for %s; continuing at %d",
-                    assigned.pull_offset,
-                    mq,
-                    self.group,
-                    result.next_begin_offset,
-                )
-            assigned.pull_offset = result.next_begin_offset
-            assigned.chunks.append(_Chunk(deque(result.messages), result.next_begin_offset))
-            assigned.buffered += len(result.messages)
-            self._arrived.set()
-
-    async def _seek(self, mq: MessageQueue, choose: Any) -> None:
-        assigned = self._assigned.get(mq)
-        if assigned is None:
-            raise ClientError(f"{mq} is not assigned to this consumer: seek needs an assigned queue")
-        low = await self._offset_query(RequestCode.GET_MIN_OFFSET, mq)
-        high = await self._offset_query(RequestCode.GET_MAX_OFFSET, mq)
-        offset = int(choose(low, high))
-        if not low <= offset <= high:
-            raise ClientError(f"offset {offset} of {mq} is outside its stored range {low}..{high}")
-        if assigned.task is not None:
-            assigned.task.cancel()
-            await asyncio.gather(assigned.task, return_exceptions=True)
-        assigned.chunks.clear()
-        assigned.buffered = 0
-        assigned.pull_offset = offset
-        assert self.offset_store is not None
-        self.offset_store.update(mq, offset, False)
-        if self._assigned.get(mq) is assigned and not self._stopping:
-            assigned.task = asyncio.create_task(self._pull_loop(mq, assigned))
-        log.info("consumer group %s: %s seeks to offset %d", self.group, mq, offset)
-
-    async def _set_paused(self, queues: list[MessageQueue], paused: bool) -> None:
-        for mq in queues:
-            assigned = self._assigned.get(mq)
-            if assigned is not None:
-                assigned.paused = paused
-        if not paused and self._arrived is not None:
-            self._arrived.set()  # a poll waiting may take what the queue still buffers
-
-    async def _poll(self, timeout_s: float) -> list[MessageExt]:
-        if not self._subscriptions and self._manual is None:
-            raise ClientError(
-                f"consumer group {self.group!r} has nothing to poll: subscribe() or assign() first"
-            )
-        assert self._arrived is not None
-        deadline = time.monotonic() + timeout_s
-        while True:
-            self._arrived.clear()
-            taken = self._take(self.poll_batch_size)
-            left = deadline - time.monotonic()
-            if taken or left <= 0:
-                return taken
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._arrived.wait(), left)
-
-    def _take(self, limit: int) -> list[MessageExt]:
-        """Up to ``limit`` buffered messages, queue by queue in turn; consumed offsets move."""
-        assert self.offset_store is not None
-        taken: list[MessageExt] = []
-        queues = sorted(self._assigned)
-        if not queues:
-            return taken
-        start = self._cursor % len(queues)
-        for mq in queues[start:] + queues[:start]:
-            assigned = self._assigned[mq]
-            if assigned.paused:
-                continue
-            while assigned.chunks and len(taken) < limit:
-                chunk = assigned.chunks[0]
-                while chunk.messages and len(taken) < limit:
-                    msg = chunk.messages.popleft()
-                    assigned.buffered -= 1
-                    taken.append(msg)
-                    self.offset_store.update(mq, msg.queue_offset + 1, True)
-                if chunk.messages:
-                    break
-                assigned.chunks.popleft()
-                self.offset_store.update(mq, chunk.next_offset, True)
-            if len(taken) >= limit:
-                break
-        self._cursor += 1
-        return taken
-
-
-__all__ = [
-    "ConsumeFromWhere",
-    "MessageModel",
-    "PullConsumer",
-    "PullResult",
-    "PullStatus",
-    "SubscriptionData",
-    "decode_pull_body",
-]
+__all__ = ["PullConsumer", "PullResult", "PullStatus", "decode_pull_body"]

@@ -20,8 +20,9 @@ Brokers may also ask the consumer to consume one message directly (the console's
 "resend to client": the listener runs once, nothing is committed or sent back) and for
 its offsets (GET_CONSUMER_STATUS_FROM_CLIENT).
 
-Queues are assigned by a rebalance: every 20 s, at start, and at once when the broker
-says the group changed (NOTIFY_CONSUMER_IDS_CHANGED).  Pulling a queue stops while it
+Queues are assigned by the rebalance both subscribing consumers share
+(``assignment.Rebalance``): every 20 s, at start, and at once when the broker says the
+group changed (NOTIFY_CONSUMER_IDS_CHANGED).  Pulling a queue stops while it
 holds more than ``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue``
 bytes not yet consumed (flow control), and resumes when drained.
 """
@@ -40,7 +41,14 @@ from typing import Any
 import orjson
 
 from broker_core.client.config import ClientConfig
-from broker_core.client.consumer.assignment import group_consumer_ids, readable_queues, start_offset
+from broker_core.client.consumer.assignment import Rebalance, start_offset
+from broker_core.client.consumer.common import (
+    ConsumeFromWhere,
+    ConsumeType,
+    MessageModel,
+    SubscriptionData,
+    consumer_data,
+)
 from broker_core.client.consumer.direct import consume_directly
 from broker_core.client.consumer.offsetstore import (
     NO_OFFSET,
@@ -49,8 +57,7 @@ from broker_core.client.consumer.offsetstore import (
     RemoteBrokerOffsetStore,
     topic_offsets,
 )
-from broker_core.client.consumer.pull import SubscriptionData
-from broker_core.client.consumer.rebalance import AllocateMessageQueueAveragely, sort_for_allocate
+from broker_core.client.consumer.rebalance import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
 from broker_core.client.consumer.sendback import (
     effective_max_reconsume_times,
     send_back,
@@ -151,10 +158,10 @@ class PushConsumer:
         namesrv_addr: str = "",
         *,
         config: ClientConfig | None = None,
-        message_model: str = "CLUSTERING",
-        consume_from_where: str = "CONSUME_FROM_LAST_OFFSET",
+        message_model: MessageModel | str = MessageModel.CLUSTERING,
+        consume_from_where: ConsumeFromWhere | str = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         consume_timestamp_ms: int | None = None,
-        allocate_strategy: Any = None,
+        allocate_strategy: AllocateMessageQueueStrategy | None = None,
         consume_thread_min: int = 20,
         consume_thread_max: int = 20,
         consume_message_batch_max_size: int = 1,
@@ -167,14 +174,16 @@ class PushConsumer:
         orderly: bool = False,
         suspend_current_queue_time_ms: int = 1_000,
     ) -> None:
-        if message_model not in ("CLUSTERING", "BROADCASTING"):
+        if message_model not in tuple(MessageModel):
             raise ClientError(f"message_model must be CLUSTERING or BROADCASTING, not {message_model!r}")
         self.group = group
         self.config = config if config is not None else ClientConfig(namesrv_addr=namesrv_addr)
-        self.message_model = message_model
+        self.message_model = MessageModel(message_model)
         self.consume_from_where = consume_from_where
         self.consume_timestamp_ms = consume_timestamp_ms
-        self.allocate_strategy = allocate_strategy or AllocateMessageQueueAveragely()
+        self.allocate_strategy: AllocateMessageQueueStrategy = (
+            allocate_strategy or AllocateMessageQueueAveragely()
+        )
         self.consume_thread_max = consume_thread_max
         self.consume_thread_min = min(consume_thread_min, consume_thread_max)
         self.batch_size = consume_message_batch_max_size
@@ -195,7 +204,7 @@ class PushConsumer:
         self._store: OffsetStore | None = None
         self._pool: ConsumeWorkers | None = None
         self._timers: list[asyncio.Task[None]] = []
-        self._rebalance_lock: asyncio.Lock | None = None
+        self._rebalancer: Rebalance | None = None
         self._lock_retry: asyncio.Task[None] | None = None
         self._stopping = False  # set at shutdown: no rebalance may start a pull after it
 
@@ -213,7 +222,7 @@ class PushConsumer:
 
     @property
     def clustering(self) -> bool:
-        return self.message_model == "CLUSTERING"
+        return self.message_model is MessageModel.CLUSTERING
 
     @property
     def effective_max_reconsume_times(self) -> int:
@@ -226,19 +235,22 @@ class PushConsumer:
             subs.setdefault(retry_topic(self.group), "*")  # redeliveries come through it
         return subs
 
-    def heartbeat_data(self) -> dict[str, Any]:
-        subscriptions = [
-            SubscriptionData.of(topic, expression).to_json()
+    def _subscription_data(self) -> list[SubscriptionData]:
+        """Every subscription (the retry topic's too), by topic."""
+        return [
+            SubscriptionData.of(topic, expression)
             for topic, expression in sorted(self._all_subscriptions().items())
         ]
-        return {
-            "groupName": self.group,
-            "consumeType": "CONSUME_PASSIVELY",
-            "messageModel": self.message_model,
-            "consumeFromWhere": self.consume_from_where,
-            "subscriptionDataSet": subscriptions,
-            "unitMode": False,
-        }
+
+    def heartbeat_data(self) -> dict[str, Any]:
+        """This group's heartbeat entry: a push consumer with its subscriptions."""
+        return consumer_data(
+            self.group,
+            ConsumeType.CONSUME_PASSIVELY,
+            self.message_model,
+            self.consume_from_where,
+            self._subscription_data(),
+        )
 
     def running_info(self) -> dict[str, Any]:
         """What this consumer says of itself when a console asks (GET_CONSUMER_RUNNING_INFO):
@@ -257,7 +269,7 @@ class PushConsumer:
             }
         return {
             "properties": {
-                "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY",
+                "PROP_CONSUME_TYPE": ConsumeType.CONSUME_PASSIVELY.value,
                 "PROP_CONSUMEORDERLY": str(self.orderly).lower(),
                 "PROP_THREADPOOL_CORE_SIZE": str(self.consume_thread_min),
                 "PROP_CLIENT_VERSION": "Quiver Python client",
@@ -268,10 +280,7 @@ class PushConsumer:
                 "consumeMessageBatchMaxSize": str(self.batch_size),
                 "maxReconsumeTimes": str(self.max_reconsume_times),
             },
-            "subscriptionSet": [
-                SubscriptionData.of(topic, expression).to_json()
-                for topic, expression in sorted(self._all_subscriptions().items())
-            ],
+            "subscriptionSet": [sub.to_json() for sub in self._subscription_data()],
             "mqTable": queues,
         }
 
@@ -309,7 +318,9 @@ class PushConsumer:
             except NoRouteError:
                 if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                     raise
-        self._rebalance_lock = asyncio.Lock()
+        self._rebalancer = Rebalance(
+            instance, self.group, self.allocate_strategy, self, broadcasting=not self.clustering
+        )
         await instance.register_consumer(self)
         await self.rebalance()
         self._timers = [
@@ -337,8 +348,8 @@ class PushConsumer:
 
     async def _stop_pulling(self) -> None:
         self._stopping = True
-        assert self._rebalance_lock is not None
-        async with self._rebalance_lock:  # a rebalance under way finishes first
+        assert self._rebalancer is not None
+        async with self._rebalancer.lock:  # a rebalance under way finishes first
             pass
         if self._lock_retry is not None:
             self._timers.append(self._lock_retry)
@@ -379,9 +390,9 @@ class PushConsumer:
 
     def on_consumer_ids_changed(self) -> None:
         """NOTIFY_CONSUMER_IDS_CHANGED: rebalance now, not at the next timer."""
-        if self._stopping:
+        if self._stopping or self._rebalancer is None:
             return
-        asyncio.get_running_loop().create_task(self.rebalance())
+        self._rebalancer.soon(self.rebalance)
 
     async def consume_message_directly(self, msg: MessageExt, broker_name: str) -> dict[str, Any]:
         """CONSUME_MESSAGE_DIRECTLY: the listener on ``msg`` once, off the loop; its
@@ -405,8 +416,8 @@ class PushConsumer:
         asyncio.get_running_loop().create_task(self._reset_offsets(offsets))
 
     async def _reset_offsets(self, offsets: dict[MessageQueue, int]) -> None:
-        assert self._rebalance_lock is not None and self._store is not None
-        async with self._rebalance_lock:
+        assert self._rebalancer is not None and self._store is not None
+        async with self._rebalancer.lock:
             for mq, offset in offsets.items():
                 if self._stopping:
                     return
@@ -427,18 +438,10 @@ class PushConsumer:
     # -- rebalance -------------------------------------------------------------------------------
 
     async def rebalance(self) -> None:
-        assert self._rebalance_lock is not None
-        async with self._rebalance_lock:
-            wanted: set[MessageQueue] = set()
-            for topic in self._all_subscriptions():
-                try:
-                    wanted.update(await self._allocated(topic))
-                except (NoRouteError, RemotingError, ClientError) as exc:
-                    log.info("consumer %s: no rebalance of %s now: %s", self.group, topic, exc)
-                    wanted.update(mq for mq in self.process_queues if mq.topic == topic)
-            for mq in [mq for mq in self.process_queues if mq not in wanted]:
-                await self._drop(mq)
-            refused = [mq for mq in sorted(wanted - set(self.process_queues)) if not await self._add(mq)]
+        """Take this consumer's share of every subscribed topic's queues now (orderly: the
+        queues whose broker lock it gets; the others are asked for again soon)."""
+        assert self._rebalancer is not None
+        refused = await self._rebalancer.run(self._all_subscriptions())
         if refused and self.orderly and not self._stopping:
             self._schedule_lock_retry()
 
@@ -456,21 +459,12 @@ class PushConsumer:
 
         self._lock_retry = asyncio.get_running_loop().create_task(retry(), name=f"relock-{self.group}")
 
-    async def _allocated(self, topic: str) -> list[MessageQueue]:
-        assert self._instance is not None
-        route = await self._instance.update_route(topic)
-        mq_all = readable_queues(route)
-        if not self.clustering:
-            return mq_all
-        if not mq_all:
-            return []
-        cid_all = await group_consumer_ids(self._instance, self.group, route)
-        mq_sorted, cid_sorted = sort_for_allocate(mq_all, cid_all)
-        return list(
-            self.allocate_strategy.allocate(self.group, self._instance.client_id, mq_sorted, cid_sorted)
-        )
+    def held_queues(self) -> list[MessageQueue]:
+        """The queues this consumer pulls now (for the rebalance)."""
+        return list(self.process_queues)
 
-    async def _drop(self, mq: MessageQueue) -> None:
+    async def release_queue(self, mq: MessageQueue) -> None:
+        """Rebalanced away: stop pulling ``mq``, commit its offset, unlock it (orderly)."""
         pq = self.process_queues.pop(mq)
         pq.drop()
         task = self._pull_tasks.pop(mq, None)
@@ -482,7 +476,7 @@ class PushConsumer:
         if self.orderly and self.clustering:
             await self._lock_request(RequestCode.UNLOCK_BATCH_MQ, [mq])
 
-    async def _add(self, mq: MessageQueue) -> bool:
+    async def take_queue(self, mq: MessageQueue) -> bool:
         """Start consuming ``mq``; False when an orderly queue's lock is held by another member."""
         if self._stopping:
             return True
