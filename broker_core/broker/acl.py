@@ -35,6 +35,7 @@ import yaml
 from broker_core.remoting import acl as signing
 from broker_core.remoting.codes import RequestCode
 from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.headers import CONSUMER_GROUP, SEND_V1_KEYS, SEND_V2_KEYS
 from broker_core.topics import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
@@ -283,11 +284,11 @@ class PlainAcl:
         if code in ADMIN_CODES:
             return f"AccessKey {who!r} is not an admin account; request {code} needs one"
         if code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-            topic = fields.get("topic") or fields.get("b", "")
+            topic = fields.get(SEND_V1_KEYS.topic) or fields.get(SEND_V2_KEYS.topic, "")
             if not account.topic_allowed(topic, PUB):
                 return f"AccessKey {who!r} may not send to topic {topic!r}"
         elif code == RequestCode.PULL_MESSAGE:
-            topic, group = fields.get("topic", ""), fields.get("consumerGroup", "")
+            topic, group = fields.get("topic", ""), fields.get(CONSUMER_GROUP, "")
             if not account.topic_allowed(topic, SUB):
                 return f"AccessKey {who!r} may not consume topic {topic!r}"
             if not account.group_allowed(group, SUB):
@@ -299,7 +300,7 @@ class PlainAcl:
             RequestCode.CONSUMER_SEND_MSG_BACK,
             RequestCode.UNREGISTER_CLIENT,
         ):
-            group = fields.get("consumerGroup") or fields.get("group", "")
+            group = fields.get(CONSUMER_GROUP) or fields.get("group", "")
             if group and not account.group_allowed(group, SUB):
                 return f"AccessKey {who!r} may not act for group {group!r}"
         elif code == RequestCode.HEART_BEAT and request.body:

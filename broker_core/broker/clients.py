@@ -20,6 +20,7 @@ from typing import Any
 from broker_core.model.hashcode import tags_code
 from broker_core.remoting.codes import RequestCode
 from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.headers import NotifyConsumerIdsChangedRequestHeader
 from broker_core.tags import parse_tags
 
 log = logging.getLogger(__name__)
@@ -254,9 +255,10 @@ class ClientTables:
 
     def notify_ids_changed(self, group: str) -> None:
         """Tell every member of ``group`` to rebalance now (oneway, as RocketMQ does)."""
+        fields = NotifyConsumerIdsChangedRequestHeader(group).to_fields()
         for client in list(self.consumers.get(group, {}).values()):
             request = RemotingCommand.request(
-                RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}, oneway=True
+                RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, dict(fields), oneway=True
             )
             try:
                 client.conn.send_oneway(request)

@@ -50,7 +50,7 @@ from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.errors import RemotingError
-from broker_core.remoting.headers import CONSUMER_GROUP
+from broker_core.remoting.headers import CONSUMER_GROUP, UnregisterClientRequestHeader
 from broker_core.remoting.server import Handler
 
 if TYPE_CHECKING:
@@ -521,11 +521,12 @@ class ClientInstance:
         if table.get(member.group) is not member:
             return
         del table[member.group]
-        field = CONSUMER_GROUP if consumer else "producerGroup"
+        if consumer:
+            header = UnregisterClientRequestHeader(self.client_id, consumer_group=member.group)
+        else:
+            header = UnregisterClientRequestHeader(self.client_id, producer_group=member.group)
         await self._each_broker(
-            lambda: RemotingCommand.request(
-                RequestCode.UNREGISTER_CLIENT, {"clientID": self.client_id, field: member.group}
-            )
+            lambda: RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, header.to_fields())
         )
 
     async def unregister_all(self) -> None:

@@ -193,3 +193,23 @@ async def test_a_topic_created_on_first_send_gets_only_the_queues_the_broker_mak
     assert {q.queue_id for q in offered.message_queues} == {0, 1, 2, 3}
     assert config is not None and config.write_queue_nums == 4
     assert {r.queue.queue_id for r in results} == {0, 1, 2, 3}
+
+
+async def test_a_retry_message_carries_its_counts_in_the_header_and_numbers_only(
+    cluster: tuple[NamesrvServer, BrokerController],
+) -> None:
+    # A consumer's copy of a failed message: RECONSUME_TIME travels as the send header's
+    # reconsumeTimes (SendMessageRequestHeader), so it must be a number.
+    ns, broker = cluster
+    retry = "%RETRY%retry-group"
+    broker.topics.update(_topic(retry, 1))
+    broker.topics_changed()
+    await wait_until_routed(ns, retry)
+    async with started(Producer("test-producers", ns.address)) as producer:
+        sent = Message(retry, b"again", properties={"RECONSUME_TIME": "2", "MAX_RECONSUME_TIMES": "5"})
+        result = await asyncio.to_thread(producer.send, sent)
+        (record,) = stored(broker, result.queue)
+        assert record.reconsume_times == 2 and "RECONSUME_TIME" not in record.properties
+        bad = Message(retry, b"again", properties={"RECONSUME_TIME": "two"})
+        with pytest.raises(ClientError, match="RECONSUME_TIME 'two'"):
+            await asyncio.to_thread(producer.send, bad)

@@ -13,7 +13,7 @@ from broker_core.broker.retry import ensure_send_back_topic
 from broker_core.errors import StoreError
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
-from broker_core.remoting.headers import GetConsumerListByGroupRequestHeader
+from broker_core.remoting.headers import GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader
 from broker_core.topics import retry_topic
 
 if TYPE_CHECKING:
@@ -126,17 +126,17 @@ class ClientProcessor:
         write, the answer is SYSTEM_ERROR saying so (the client logs it), though the client
         is unregistered all the same.
         """
-        fields = request.ext_fields
-        consumer_group = fields.get("consumerGroup", "")
+        header = UnregisterClientRequestHeader.from_fields(request.ext_fields)
+        consumer_group = header.consumer_group or ""
         changed = self.broker.clients.unregister(
-            fields.get("clientID", ""), fields.get("producerGroup", ""), consumer_group
+            header.client_id, header.producer_group or "", consumer_group
         )
         for group in changed:
             self.broker.notify_ids_changed(group)
         if consumer_group and self.broker.store is not None:
             problem = await self._persist_offsets()
             if problem:
-                log.warning("unregistering %s of %s: %s", fields.get("clientID"), consumer_group, problem)
+                log.warning("unregistering %s of %s: %s", header.client_id, consumer_group, problem)
                 return request.response(
                     ResponseCode.SYSTEM_ERROR,
                     f"unregistered, but the consumer offsets are not on disk: {problem}",

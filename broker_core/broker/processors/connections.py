@@ -21,6 +21,12 @@ from broker_core.model.message import decode_message_id
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.errors import ConnectionClosedError, RemotingTimeoutError
+from broker_core.remoting.headers import (
+    ConsumeMessageDirectlyRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetProducerConnectionListRequestHeader,
+)
 
 if TYPE_CHECKING:
     from broker_core.broker.controller import BrokerController
@@ -55,7 +61,7 @@ class ConnectionProcessor:
         self.broker = broker
 
     def consumer_connections(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
-        group = request.ext_fields.get("consumerGroup", "")
+        group = GetConsumerConnectionListRequestHeader.from_fields(request.ext_fields).consumer_group
         clients = self.broker.clients.consumer_clients(group)
         if not clients:
             return request.response(
@@ -78,15 +84,17 @@ class ConnectionProcessor:
         return request.response(body=orjson.dumps(body))
 
     def producer_connections(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
-        group = request.ext_fields.get("producerGroup", "")
+        group = GetProducerConnectionListRequestHeader.from_fields(request.ext_fields).producer_group
         clients = self.broker.clients.producer_clients(group)
         if not clients:
             return request.response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
         return request.response(body=orjson.dumps({"connectionSet": [c.to_json() for c in clients]}))
 
     def _consumer(self, request: RemotingCommand) -> ConsumerClient | RemotingCommand:
-        group = request.ext_fields.get("consumerGroup", "")
-        client_id = request.ext_fields.get("clientId", "")
+        # GET_CONSUMER_RUNNING_INFO's and CONSUME_MESSAGE_DIRECTLY's headers name the
+        # consumer alike (consumerGroup, clientId).
+        header = GetConsumerRunningInfoRequestHeader.from_fields(request.ext_fields)
+        group, client_id = header.consumer_group, header.client_id
         client = self.broker.clients.consumer_client(group, client_id)
         if client is None:
             return request.response(
@@ -105,7 +113,7 @@ class ConnectionProcessor:
         client = self._consumer(request)
         if isinstance(client, RemotingCommand):
             return client
-        msg_id = request.ext_fields.get("msgId", "")
+        msg_id = ConsumeMessageDirectlyRequestHeader.from_fields(request.ext_fields).msg_id
         store = self.broker.store
         assert store is not None
         try:

@@ -1,12 +1,12 @@
 """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320).
 
 The three share one path: the header is read from either spelling (V2 uses one-letter
-keys), a batch is code 320 or a ``batch`` field of "true"/"1" (the C++ 1.2.x client sends
-batches as code 10 with "1"), and the message goes to the store as is.  A batch body
-the client zlib-compressed as a whole (the C++ client does so from 4 KiB) is inflated
-first and its items stored uncompressed, as they were sent.  The response
-always carries its extFields as strings: the C++ client crashes on a SEND success
-without them.
+keys; both are declared in ``broker_core.remoting.headers``), a batch is code 320 or a
+``batch`` field of "true"/"1" (the C++ 1.2.x client sends batches as code 10 with "1"),
+and the message goes to the store as is.  A batch body the client zlib-compressed as a
+whole (the C++ client does so from 4 KiB) is inflated first and its items stored
+uncompressed, as they were sent.  The response always carries its extFields as strings:
+the C++ client crashes on a SEND success without them.
 
 A message sent straight to ``%RETRY%<group>`` (Java's fallback when CONSUMER_SEND_MSG_BACK
 fails, and how its orderly consumer gives a message up) is checked as RocketMQ's
@@ -21,7 +21,6 @@ import logging
 import random
 import zlib
 from collections.abc import Awaitable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker_core.broker.groups import group_not_exist_remark
@@ -44,7 +43,7 @@ from broker_core.model.message import (
 from broker_core.model.topicconfig import PERM_INHERIT, TopicConfig, is_inherited, is_writeable
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
-from broker_core.remoting.headers import header_bool
+from broker_core.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
 from broker_core.store.results import PutMessageResult, PutMessageStatus
 from broker_core.topics import SCHEDULE_TOPIC, dlq_topic, topic_problem
 
@@ -56,24 +55,6 @@ log = logging.getLogger(__name__)
 # A zlib stream's first byte (deflate, 32 KiB window).  A batch's first item cannot start
 # so: its TOTALSIZE would be nearly 2 GiB.
 ZLIB_FIRST_BYTE = b"\x78"
-
-# V2 header letter -> V1 field name (RocketMQ SendMessageRequestHeaderV2).
-V2_FIELDS = {
-    "a": "producerGroup",
-    "b": "topic",
-    "c": "defaultTopic",
-    "d": "defaultTopicQueueNums",
-    "e": "queueId",
-    "f": "sysFlag",
-    "g": "bornTimestamp",
-    "h": "flag",
-    "i": "properties",
-    "j": "reconsumeTimes",
-    "k": "unitMode",
-    "l": "maxReconsumeTimes",
-    "m": "batch",
-    "n": "brokerName",
-}
 
 # Topics clients may never send to (RocketMQ TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
 NOT_ALLOWED_SEND_TOPICS = frozenset(
@@ -99,86 +80,24 @@ class SendError(Exception):
         self.remark = remark
 
 
-def _int(fields: dict[str, str], name: str, default: int) -> int:
-    raw = fields.get(name)
-    if raw in (None, ""):
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise SendError(ResponseCode.SYSTEM_ERROR, f"header field {name} is not a number: {raw!r}") from None
-
-
-# Codes whose header may use the V2 one-letter keys (SEND_MESSAGE too, when it has "b").
-_V2_CODES = frozenset({int(RequestCode.SEND_MESSAGE_V2), int(RequestCode.SEND_BATCH_MESSAGE)})
 _BATCH_CODE = int(RequestCode.SEND_BATCH_MESSAGE)
 
 
-@dataclass(slots=True)
-class SendHeader:
-    producer_group: str
-    topic: str
-    default_topic: str
-    default_topic_queue_nums: int
-    queue_id: int
-    sys_flag: int
-    born_timestamp: int
-    flag: int
-    properties: str
-    reconsume_times: int
-    batch: bool
-    # Java sends its consumer's maxReconsumeTimes with a message bound for %RETRY%<group>.
-    max_reconsume_times: int | None = None
+def parse_send_header(request: RemotingCommand) -> SendMessageRequestHeader:
+    """The send's header, in either spelling (``SendMessageRequestHeader.from_fields``);
+    SEND_BATCH_MESSAGE makes it a batch whatever its ``batch`` field says.
 
-    @classmethod
-    def parse(cls, request: RemotingCommand) -> SendHeader:
-        """Read the header from either spelling; a field that is no number is SYSTEM_ERROR.
-
-        Runs for every message: the numbers are converted in one go, and only when one
-        fails are they converted again field by field to name the culprit.
-        """
-        fields = request.ext_fields
-        code = request.code
-        if code in _V2_CODES or "b" in fields:
-            fields = {V2_FIELDS.get(key, key): value for key, value in fields.items()}
-        get = fields.get
-        topic = get("topic")
-        if not topic:
-            raise SendError(ResponseCode.SYSTEM_ERROR, "the send request names no topic")
-        try:  # an absent or empty field takes its default, as in _int
-            numbers = (
-                int(get("defaultTopicQueueNums") or 4),
-                int(get("queueId") or -1),
-                int(get("sysFlag") or 0),
-                int(get("bornTimestamp") or 0),
-                int(get("flag") or 0),
-                int(get("reconsumeTimes") or 0),
-            )
-        except ValueError:
-            numbers = (
-                _int(fields, "defaultTopicQueueNums", 4),
-                _int(fields, "queueId", -1),
-                _int(fields, "sysFlag", 0),
-                _int(fields, "bornTimestamp", 0),
-                _int(fields, "flag", 0),
-                _int(fields, "reconsumeTimes", 0),
-            )
-        queue_nums, queue_id, sys_flag, born_timestamp, flag, reconsume_times = numbers
-        max_times = get("maxReconsumeTimes")
-        return cls(
-            get("producerGroup", ""),
-            topic,
-            get("defaultTopic") or "TBW102",
-            queue_nums,
-            queue_id,
-            sys_flag,
-            born_timestamp,
-            flag,
-            get("properties", ""),
-            reconsume_times,
-            code == _BATCH_CODE or header_bool(get("batch")),
-            _int(fields, "maxReconsumeTimes", 0) if max_times else None,
-        )
+    Raises:
+        SendError: SYSTEM_ERROR when the request names no topic or a number field is no
+            number (the remark names it).
+    """
+    try:
+        header = SendMessageRequestHeader.from_fields(request.ext_fields)
+    except ValueError as exc:
+        raise SendError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+    if request.code == _BATCH_CODE:
+        header.batch = True
+    return header
 
 
 def _property_int(properties: dict[str, str], name: str) -> int | None:
@@ -204,7 +123,7 @@ class SendProcessor:
         (the server runs it as a task, and requests behind it are not held up).
         """
         try:
-            header = SendHeader.parse(request)
+            header = parse_send_header(request)
             topic_config = self._writable_topic(header)
             if retry_group_of(header.topic) is not None:
                 if header.batch:  # each message would need its own DLQ decision
@@ -226,7 +145,7 @@ class SendProcessor:
         return self._response(request, result, queue_id)
 
     async def _store_compressed_batch(
-        self, request: RemotingCommand, header: SendHeader, queue_id: int, conn: Any
+        self, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int, conn: Any
     ) -> RemotingCommand:
         """A batch body compressed as a whole: inflated off the event loop (zlib lets go of
         the GIL), then stored item by item uncompressed."""
@@ -243,7 +162,7 @@ class SendProcessor:
     def _append(
         self,
         request: RemotingCommand,
-        header: SendHeader,
+        header: SendMessageRequestHeader,
         queue_id: int,
         conn: Any,
         batch_body: bytes | None = None,
@@ -284,7 +203,7 @@ class SendProcessor:
             to_half(msg)  # a transaction's half message: invisible until END_TRANSACTION
         return self._counted(header, store.append(msg, waiter="async"))
 
-    def _counted(self, header: SendHeader, result: PutMessageResult) -> PutMessageResult:
+    def _counted(self, header: SendMessageRequestHeader, result: PutMessageResult) -> PutMessageResult:
         """Count what the producer's group had stored (the broker's only record of which
         producer groups send to a topic); a refusal counts nothing."""
         if result.status.ok:
@@ -328,7 +247,7 @@ class SendProcessor:
         assert store is not None
         return self._response(request, await store.wait_flushed_async(result), queue_id)
 
-    def _writable_topic(self, header: SendHeader) -> TopicConfig:
+    def _writable_topic(self, header: SendMessageRequestHeader) -> TopicConfig:
         problem = topic_problem(header.topic)
         if problem is not None:
             raise SendError(ResponseCode.SYSTEM_ERROR, problem)
@@ -352,7 +271,7 @@ class SendProcessor:
             )
         return config
 
-    def _auto_create(self, header: SendHeader) -> TopicConfig | None:
+    def _auto_create(self, header: SendMessageRequestHeader) -> TopicConfig | None:
         """Create a topic from its default (TBW102) when the broker allows it, as RocketMQ does."""
         if not self.broker.config.auto_create_topic_enable:
             return None
@@ -371,7 +290,7 @@ class SendProcessor:
             self.broker.topics_changed()
         return self.broker.topics.get(header.topic)
 
-    def _retry_or_dlq(self, header: SendHeader, config: TopicConfig) -> TopicConfig:
+    def _retry_or_dlq(self, header: SendMessageRequestHeader, config: TopicConfig) -> TopicConfig:
         """A message sent to ``%RETRY%<group>``: redirect ``header`` to ``%DLQ%<group>``
         (queue 0, no delay) once it has been reconsumed the most allowed times; return the
         config of the topic it now goes to.
@@ -408,7 +327,7 @@ class SendProcessor:
         return ensure_send_back_topic(self.broker, header.topic, DLQ_NUMS_PER_GROUP)
 
     @staticmethod
-    def _queue_id(header: SendHeader, config: TopicConfig) -> int:
+    def _queue_id(header: SendMessageRequestHeader, config: TopicConfig) -> int:
         if header.queue_id < 0:
             return random.randrange(config.write_queue_nums)
         if header.queue_id >= max(config.write_queue_nums, config.read_queue_nums):
@@ -424,14 +343,5 @@ class SendProcessor:
         code = _STATUS_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
         if not result.status.ok:
             return request.response(code, result.remark or result.status.value, ext_fields={})
-        return request.response(
-            code,
-            result.remark or None,
-            ext_fields={
-                "msgId": ",".join(result.msg_ids),
-                "queueId": str(queue_id),
-                "queueOffset": str(result.queue_offset),
-                "MSG_REGION": "DefaultRegion",
-                "TRACE_ON": "true",
-            },
-        )
+        answer = SendMessageResponseHeader(",".join(result.msg_ids), queue_id, result.queue_offset)
+        return request.response(code, result.remark or None, ext_fields=answer.to_fields())

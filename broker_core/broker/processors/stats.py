@@ -17,6 +17,7 @@ from broker_core.messagequeue import MessageQueue
 from broker_core.remoting import fastjson
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.headers import GetConsumeStatsRequestHeader
 from broker_core.store.cleanup import disk_used_ratio
 
 if TYPE_CHECKING:
@@ -73,8 +74,8 @@ class StatsProcessor:
         online; ``topic`` narrows them to one.  Lag is brokerOffset - consumerOffset.  A
         group unknown here gets an empty table (tools decide what that means).
         """
-        group = request.ext_fields.get("consumerGroup", "")
-        only = request.ext_fields.get("topic") or None
+        header = GetConsumeStatsRequestHeader.from_fields(request.ext_fields)
+        group, only = header.consumer_group, header.topic
         store = self._store
         topics = store.consumer_offsets.which_topics_by_consumer_group(group)
         subscribed: set[str] = set()

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.headers import EndTransactionRequestHeader
 
 if TYPE_CHECKING:
     from broker_core.broker.transaction import TransactionService
@@ -20,15 +21,16 @@ class EndTransactionProcessor:
         self.service = service
 
     async def handle(self, request: RemotingCommand, conn: Any) -> RemotingCommand | None:
-        fields = request.ext_fields
         try:
-            commit_log_offset = int(fields.get("commitLogOffset") or -1)
-            half_queue_offset = int(fields.get("tranStateTableOffset") or -1)
-            decision = int(fields.get("commitOrRollback") or 0)
+            header = EndTransactionRequestHeader.from_fields(request.ext_fields)
         except ValueError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, f"malformed END_TRANSACTION header: {exc}")
-        from_check = (fields.get("fromTransactionCheck") or "").lower() in ("1", "true")
-        problem = await self.service.end(commit_log_offset, half_queue_offset, decision, from_check)
+        problem = await self.service.end(
+            header.commit_log_offset,
+            header.tran_state_table_offset,
+            header.commit_or_rollback,
+            header.from_transaction_check,
+        )
         if problem is not None and problem.startswith("no half message"):
             return request.response(ResponseCode.SYSTEM_ERROR, problem)
         return request.response(remark=problem)

@@ -24,7 +24,11 @@ from broker_core.client.adminmodels import (
 from broker_core.errors import AdminError
 from broker_core.model.groupconfig import SubscriptionGroupConfig
 from broker_core.remoting.codes import RequestCode, ResponseCode
-from broker_core.remoting.headers import CONSUMER_GROUP
+from broker_core.remoting.headers import (
+    GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetProducerConnectionListRequestHeader,
+)
 from broker_core.topics import RETRY_GROUP_TOPIC_PREFIX
 
 __all__ = ["GroupCalls"]
@@ -46,7 +50,7 @@ class GroupCalls(ClusterReads):
             AdminError: code SUBSCRIPTION_GROUP_NOT_EXIST when no broker knows the group.
         """
         addrs = masters if masters is not None else await self._masters()
-        fields = {CONSUMER_GROUP: group} if topic is None else {CONSUMER_GROUP: group, "topic": topic}
+        fields = GetConsumeStatsRequestHeader(group, topic).to_fields()
         responses = await self._ask_each(
             addrs, RequestCode.GET_CONSUME_STATS, fields, skip={*NOT_HERE, ResponseCode.QUERY_NOT_FOUND}
         )
@@ -76,7 +80,7 @@ class GroupCalls(ClusterReads):
         responses = await self._ask_each(
             addrs,
             RequestCode.GET_CONSUMER_CONNECTION_LIST,
-            {CONSUMER_GROUP: group},
+            GetConsumerConnectionListRequestHeader(group).to_fields(),
             skip={ResponseCode.CONSUMER_NOT_ONLINE},
         )
         found = [
@@ -114,7 +118,7 @@ class GroupCalls(ClusterReads):
         responses = await self._ask_each(
             addrs,
             RequestCode.GET_PRODUCER_CONNECTION_LIST,
-            {"producerGroup": group},
+            GetProducerConnectionListRequestHeader(group).to_fields(),
             skip={ResponseCode.SYSTEM_ERROR},  # what a broker answers when it has none
         )
         connections = merge_connections(

@@ -41,7 +41,16 @@ from broker_core.model.message import (
 )
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
-from broker_core.remoting.headers import CONSUMER_GROUP, PullMessageRequestHeader, PullSysFlag
+from broker_core.remoting.headers import (
+    CONSUMER_GROUP,
+    ConsumeMessageDirectlyRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    PullMessageRequestHeader,
+    PullSysFlag,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+)
 from broker_core.tags import parse_tags
 from broker_core.topics import TOOLS_CONSUMER_GROUP, retry_topic
 
@@ -71,6 +80,8 @@ _PULL_ANSWERS = frozenset(
 )
 DEFAULT_BROWSE_LIMIT = 2_000
 _SEND_TURN = itertools.count()  # test sends take the writable queues in turn
+# The producer group the admin client's sends (test messages, resends) name.
+TOOLS_PRODUCER_GROUP: Final = "TOOLS_PRODUCER"
 _IDS = UniqueIdGenerator(local_ip())
 # Properties that only meant something where the message was before (delay, DLQ routing).
 _NOT_RESENT = frozenset({PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID})
@@ -330,26 +341,21 @@ class MessageCalls(OffsetCalls, TopicCalls):
             props["KEYS"] = keys
         if delay_level:
             props[PROPERTY_DELAY_TIME_LEVEL] = str(delay_level)
-        fields = {
-            "producerGroup": "TOOLS_PRODUCER",
-            "topic": topic,
-            "defaultTopic": "TBW102",
-            "defaultTopicQueueNums": 4,
-            "queueId": queue.queue_id,
-            "sysFlag": 0,
-            "bornTimestamp": int(time.time() * 1000),
-            "flag": 0,
-            "properties": encode_properties(props).decode("utf-8"),
-            "reconsumeTimes": 0,
-            "batch": "false",
-        }
-        response = await self._invoke(addr, RequestCode.SEND_MESSAGE, fields, body)
+        header = SendMessageRequestHeader(
+            TOOLS_PRODUCER_GROUP,
+            topic,
+            queue_id=queue.queue_id,
+            born_timestamp=int(time.time() * 1000),
+            properties=encode_properties(props).decode("utf-8"),
+        )
+        response = await self._invoke(addr, RequestCode.SEND_MESSAGE, header.to_fields(), body)
+        answer = SendMessageResponseHeader.from_fields(response.ext_fields)
         return {
             "msgId": unique_id,
-            "offsetMsgId": response.ext_fields.get("msgId", ""),
+            "offsetMsgId": answer.msg_id,
             "brokerName": queue.broker_name,
-            "queueId": int(response.ext_fields.get("queueId", queue.queue_id)),
-            "queueOffset": int(response.ext_fields.get("queueOffset", -1)),
+            "queueId": queue.queue_id if answer.queue_id is None else answer.queue_id,
+            "queueOffset": answer.queue_offset,
         }
 
     # -- where a message stands ------------------------------------------------------------------
@@ -444,21 +450,20 @@ class MessageCalls(OffsetCalls, TopicCalls):
         broker_name, addr = sorted(masters.items())[0]
         props = {k: v for k, v in msg.properties.items() if k not in _NOT_RESENT}
         props.setdefault(PROPERTY_RETRY_TOPIC, msg.properties.get(PROPERTY_RETRY_TOPIC) or msg.topic)
-        fields = {
-            "producerGroup": "TOOLS_PRODUCER",
-            "topic": target,
-            "defaultTopic": target,
-            "defaultTopicQueueNums": 1,
-            "queueId": 0,
-            "sysFlag": msg.sys_flag,
-            "bornTimestamp": msg.born_timestamp,
-            "flag": msg.flag,
-            "properties": encode_properties(props).decode("utf-8"),
-            "reconsumeTimes": 0,
-            "batch": "false",
-        }
-        response = await self._invoke(addr, RequestCode.SEND_MESSAGE, fields, msg.body)
-        return ResendOutcome(msg_id, True, f"{target}@{broker_name}: {response.ext_fields.get('msgId', '')}")
+        header = SendMessageRequestHeader(
+            TOOLS_PRODUCER_GROUP,
+            target,
+            default_topic=target,
+            default_topic_queue_nums=1,
+            queue_id=0,
+            sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp,
+            flag=msg.flag,
+            properties=encode_properties(props).decode("utf-8"),
+        )
+        response = await self._invoke(addr, RequestCode.SEND_MESSAGE, header.to_fields(), msg.body)
+        answer = SendMessageResponseHeader.from_fields(response.ext_fields)
+        return ResendOutcome(msg_id, True, f"{target}@{broker_name}: {answer.msg_id}")
 
     # -- relays to a consumer -------------------------------------------------------------------------
 
@@ -468,7 +473,7 @@ class MessageCalls(OffsetCalls, TopicCalls):
         The C++ client's answer is not valid JSON, so it is returned as text.
         """
         addr = await self._broker_of_client(group, client_id)
-        fields = {CONSUMER_GROUP: group, "clientId": client_id, "jstackEnable": "false"}
+        fields = GetConsumerRunningInfoRequestHeader(group, client_id).to_fields()
         response = await self._invoke(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, fields)
         return response.body.decode("utf-8", errors="replace")
 
@@ -483,12 +488,9 @@ class MessageCalls(OffsetCalls, TopicCalls):
         if addr is None:
             raise AdminError(f"the message's broker {msg.store_host} has no master registered")
         assert broker is not None
-        fields = {
-            CONSUMER_GROUP: group,
-            "clientId": client_id,
-            "msgId": offset_msg_id,
-            "brokerName": broker.broker_name,
-        }
+        fields = ConsumeMessageDirectlyRequestHeader(
+            group, client_id, offset_msg_id, broker.broker_name
+        ).to_fields()
         response = await self._invoke(addr, RequestCode.CONSUME_MESSAGE_DIRECTLY, fields)
         try:
             body = orjson.loads(response.body) if response.body else {}
@@ -502,7 +504,7 @@ class MessageCalls(OffsetCalls, TopicCalls):
             response = await self._invoke(
                 addr,
                 RequestCode.GET_CONSUMER_CONNECTION_LIST,
-                {CONSUMER_GROUP: group},
+                GetConsumerConnectionListRequestHeader(group).to_fields(),
                 accept=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE),
             )
             if response.code == ResponseCode.SUCCESS:

@@ -49,6 +49,7 @@ from broker_core.model.message import (
 )
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
 from broker_core.topics import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -467,17 +468,16 @@ class Producer:
         status = _STATUS.get(response.code)
         if status is None:
             raise refused(addr, f"the send to {queue}", response)
-        fields = response.ext_fields
+        answer = SendMessageResponseHeader.from_fields(response.ext_fields)
+        queue_id = queue.queue_id if answer.queue_id is None else answer.queue_id
         return SendResult(
             status,
-            msg_id=props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
-            if not batch
-            else fields.get("msgId", ""),
-            offset_msg_id=fields.get("msgId", ""),
-            queue=MessageQueue(queue.topic, queue.broker_name, int(fields.get("queueId", queue.queue_id))),
-            queue_offset=int(fields.get("queueOffset", -1)),
-            region_id=fields.get("MSG_REGION", "DefaultRegion"),
-            trace_on=fields.get("TRACE_ON", "true") != "false",
+            msg_id=props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "") if not batch else answer.msg_id,
+            offset_msg_id=answer.msg_id,
+            queue=MessageQueue(queue.topic, queue.broker_name, queue_id),
+            queue_offset=answer.queue_offset,
+            region_id=answer.region_id,
+            trace_on=answer.trace_on,
         )
 
     def _request(
@@ -491,28 +491,28 @@ class Producer:
         batch: bool,
     ) -> RemotingCommand:
         """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE): the compact header Java clients send."""
-        reconsume_times, max_reconsume_times = "0", None
+        reconsume_times: int = 0
+        max_reconsume_times: int | None = None
         if queue.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             props, reconsume_times, max_reconsume_times = _retry_header(props)
-        fields = {
-            "a": self.group,
-            "b": queue.topic,
-            "c": self.create_topic_key,
-            "d": str(self.default_topic_queue_nums),
-            "e": str(queue.queue_id),
-            "f": str(sys_flag),
-            "g": str(time.time_ns() // 1_000_000),
-            "h": str(flag),
-            "i": encode_properties(props).decode("utf-8"),
-            "j": reconsume_times,
-            "k": "false",
-            "m": "true" if batch else "false",
-            "n": queue.broker_name,
-        }
-        if max_reconsume_times is not None:
-            fields["l"] = max_reconsume_times
+        header = SendMessageRequestHeader(
+            self.group,
+            queue.topic,
+            self.create_topic_key,
+            self.default_topic_queue_nums,
+            queue.queue_id,
+            sys_flag,
+            time.time_ns() // 1_000_000,
+            flag,
+            encode_properties(props).decode("utf-8"),
+            reconsume_times,
+            unit_mode=False,
+            max_reconsume_times=max_reconsume_times,
+            batch=batch,
+            broker_name=queue.broker_name,
+        )
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        return RemotingCommand.request(code, fields, body)
+        return RemotingCommand.request(code, header.to_v2_fields(), body)
 
     async def _master(self, broker_name: str, topic: str) -> str:
         return await self.instance.find_master(broker_name, topic)
@@ -553,7 +553,7 @@ class Producer:
         return Message(topic, body), body
 
 
-def _retry_header(props: dict[str, str]) -> tuple[dict[str, str], str, str | None]:
+def _retry_header(props: dict[str, str]) -> tuple[dict[str, str], int, int | None]:
     """A message to a retry topic (a consumer's copy of a failed message): its reconsume
     count moves from ``RECONSUME_TIME`` into the header's reconsumeTimes, and its
     ``MAX_RECONSUME_TIMES`` is copied into maxReconsumeTimes, as RocketMQ's producer does.
@@ -561,10 +561,20 @@ def _retry_header(props: dict[str, str]) -> tuple[dict[str, str], str, str | Non
     Unlike Java's, the property MAX_RECONSUME_TIMES stays on the message too: a broker that
     reads the maximum from the property (not the header) still sees it.  Returns the
     properties to send and the two header values (None: no maximum given).
+
+    Raises:
+        ClientError: one of the two properties is no number.
     """
     props = dict(props)  # the caller's copy serves every attempt of the send
     reconsume_times = props.pop(PROPERTY_RECONSUME_TIME, None) or "0"
-    return props, reconsume_times, props.get(PROPERTY_MAX_RECONSUME_TIMES)
+    max_times = props.get(PROPERTY_MAX_RECONSUME_TIMES)
+    try:
+        return props, int(reconsume_times), int(max_times) if max_times else None
+    except ValueError:
+        raise ClientError(
+            f"a retry message's {PROPERTY_RECONSUME_TIME} {reconsume_times!r} or "
+            f"{PROPERTY_MAX_RECONSUME_TIMES} {max_times!r} is no number"
+        ) from None
 
 
 def _batch_result(result: SendResult, batch: list[Message]) -> SendResult:

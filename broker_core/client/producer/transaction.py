@@ -41,6 +41,7 @@ from broker_core.model.message import (
 from broker_core.remoting.codes import RequestCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.errors import RemotingError
+from broker_core.remoting.headers import EndTransactionRequestHeader
 
 log = logging.getLogger(__name__)
 
@@ -247,20 +248,18 @@ def _end_request(
     remark: str | None,
 ) -> RemotingCommand:
     """END_TRANSACTION (37) with RocketMQ's EndTransactionRequestHeader fields, oneway."""
-    fields = {
-        "producerGroup": group,
-        "tranStateTableOffset": str(half_queue_offset),
-        "commitLogOffset": str(commit_log_offset),
-        "commitOrRollback": str(state.commit_or_rollback),
-        "fromTransactionCheck": "true" if from_check else "false",
-        "msgId": msg_id,
-        "topic": topic,
-    }
-    if transaction_id:
-        fields["transactionId"] = transaction_id
-    if broker_name:
-        fields["brokerName"] = broker_name
-    request = RemotingCommand.request(RequestCode.END_TRANSACTION, fields, oneway=True)
+    header = EndTransactionRequestHeader(
+        group,
+        half_queue_offset,
+        commit_log_offset,
+        state.commit_or_rollback,
+        from_check,
+        msg_id,
+        topic,
+        transaction_id or None,
+        broker_name or None,
+    )
+    request = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_fields(), oneway=True)
     request.remark = remark
     return request
 

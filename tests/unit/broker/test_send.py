@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from broker_core.broker.processors.send import SendError, SendHeader, SendProcessor
+from broker_core.broker.processors.send import SendError, SendProcessor, parse_send_header
 from broker_core.model.message import COMPRESSED_FLAG, decode_record, encode_batch, encode_properties
 from broker_core.model.topicconfig import TopicConfig
 from broker_core.remoting.codes import RequestCode, ResponseCode
@@ -140,12 +140,12 @@ async def test_a_bad_compressed_batch_is_refused_and_nothing_is_stored(
 
 
 def test_the_header_is_read_from_either_spelling_with_defaults_for_empty_fields() -> None:
-    v1 = SendHeader.parse(send_request(queue_id=3))
+    v1 = parse_send_header(send_request(queue_id=3))
     assert (v1.topic, v1.queue_id, v1.born_timestamp, v1.batch) == (TOPIC, 3, 1700000000000, False)
     v2 = RemotingCommand.request(
         RequestCode.SEND_MESSAGE_V2, {"a": "g", "b": TOPIC, "e": "2", "f": "", "g": "5", "m": "true"}, b"x"
     )
-    header = SendHeader.parse(v2)
+    header = parse_send_header(v2)
     assert (header.producer_group, header.queue_id, header.sys_flag, header.born_timestamp) == ("g", 2, 0, 5)
     assert header.batch and header.default_topic == "TBW102" and header.default_topic_queue_nums == 4
 
@@ -155,7 +155,7 @@ def test_a_header_number_that_is_no_number_is_named(name: str) -> None:
     request = send_request()
     request.ext_fields[name] = "12x"
     with pytest.raises(SendError) as caught:
-        SendHeader.parse(request)
+        parse_send_header(request)
     assert caught.value.code == ResponseCode.SYSTEM_ERROR
     assert caught.value.remark == f"header field {name} is not a number: '12x'"
 

@@ -14,7 +14,7 @@ from broker_core.broker.groups import (
     SubscriptionGroupManager,
     group_not_exist_remark,
 )
-from broker_core.broker.processors.send import SendHeader
+from broker_core.broker.processors.send import parse_send_header
 from broker_core.broker.retry import max_reconsume_times, retry_group_of
 from broker_core.config import (
     UNSUPPORTED_SETTINGS,
@@ -59,9 +59,9 @@ def test_the_send_header_reads_max_reconsume_times_in_either_spelling() -> None:
     )
     v2 = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"b": "%RETRY%g", "j": "3", "l": "5"})
     for request in (v1, v2):
-        header = SendHeader.parse(request)
+        header = parse_send_header(request)
         assert (header.reconsume_times, header.max_reconsume_times) == (3, 5)
-    plain = SendHeader.parse(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"b": "t"}))
+    plain = parse_send_header(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"b": "t"}))
     assert plain.max_reconsume_times is None
 
 
