@@ -34,6 +34,7 @@ from broker_core.model.message import (
 )
 from broker_core.remoting.codes import RequestCode
 from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.headers import CheckTransactionStateRequestHeader
 from broker_core.topics import RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC
 
 if TYPE_CHECKING:
@@ -233,15 +234,16 @@ class TransactionService:
         if not channels:
             return False
         record = self._record_as_sent(half)
+        uniq_key = half.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
         request = RemotingCommand.request(
             RequestCode.CHECK_TRANSACTION_STATE,
-            {
-                "tranStateTableOffset": str(half.queue_offset),
-                "commitLogOffset": str(half.commit_log_offset),
-                "msgId": half.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""),
-                "transactionId": half.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""),
-                "offsetMsgId": half.msg_id,
-            },
+            CheckTransactionStateRequestHeader(
+                tran_state_table_offset=half.queue_offset,
+                commit_log_offset=half.commit_log_offset,
+                msg_id=uniq_key,
+                transaction_id=uniq_key,
+                offset_msg_id=half.msg_id,
+            ).to_fields(),
             record,
             oneway=True,
         )

@@ -50,7 +50,13 @@ from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.errors import RemotingError
-from broker_core.remoting.headers import CONSUMER_GROUP, UnregisterClientRequestHeader
+from broker_core.remoting.headers import (
+    CheckTransactionStateRequestHeader,
+    ConsumeMessageDirectlyRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader,
+    UnregisterClientRequestHeader,
+)
 from broker_core.remoting.server import Handler
 
 if TYPE_CHECKING:
@@ -131,7 +137,7 @@ class ClientInstance:
         self._inner_producer: Producer | None = None
         # Sockets of threads that block on their own requests (synchronous sends).
         self._blocking = BlockingChannels(connect_timeout=config.request_timeout_ms / 1000)
-        # Typed broker requests (pull, consumer list...) over ``invoke``.
+        # Typed broker requests (send, pull, consumer list...) over ``invoke``.
         self.requests = BrokerRequests(self.invoke)
 
     # -- the loop thread -------------------------------------------------------------------
@@ -156,7 +162,9 @@ class ClientInstance:
 
     def _on_consumer_ids_changed(self, request: RemotingCommand, conn: Any) -> None:
         """A broker says a group's members changed: that group's consumer rebalances now."""
-        member = self.consumers.get(request.ext_fields.get(CONSUMER_GROUP, ""))
+        member = self.consumers.get(
+            NotifyConsumerIdsChangedRequestHeader.from_fields(request.ext_fields).consumer_group
+        )
         notify = getattr(member, "on_consumer_ids_changed", None)
         if notify is not None:
             notify()
@@ -168,6 +176,7 @@ class ClientInstance:
         asked, the connection's peer.
         """
         try:
+            header = CheckTransactionStateRequestHeader.from_fields(request.ext_fields)
             msg = decode_record(request.body)
             msg.body = msg.uncompressed_body()  # the checker sees the body as it was sent
         except (RecordFormatError, ValueError, zlib.error) as exc:
@@ -178,11 +187,13 @@ class ClientInstance:
         if check is None:
             log.warning("transaction check for group %r from %s: no producer", group, conn.remote_address)
             return
-        check(conn.remote_address, msg, dict(request.ext_fields))
+        check(conn.remote_address, msg, header)
 
     def _on_running_info(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
         """A console asks a consumer of ours about itself (relayed by the broker)."""
-        member = self.consumers.get(request.ext_fields.get(CONSUMER_GROUP, ""))
+        member = self.consumers.get(
+            GetConsumerRunningInfoRequestHeader.from_fields(request.ext_fields).consumer_group
+        )
         info = getattr(member, "running_info", None)
         if info is None:
             return request.response(ResponseCode.SYSTEM_ERROR, "no consumer of that group in this client")
@@ -191,7 +202,8 @@ class ClientInstance:
     async def _on_consume_message_directly(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
         """A console has a consumer of ours consume one message now (relayed by the broker):
         its listener runs once, off the loop, and its ConsumeMessageDirectlyResult is the body."""
-        group = request.ext_fields.get(CONSUMER_GROUP, "")
+        header = ConsumeMessageDirectlyRequestHeader.from_fields(request.ext_fields)
+        group = header.consumer_group
         member = self.consumers.get(group)
         if member is None:
             return request.response(
@@ -208,7 +220,7 @@ class ClientInstance:
             msg = decode_record(request.body)
         except (RecordFormatError, ValueError) as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, f"malformed message record: {exc}")
-        result = await consume(msg, request.ext_fields.get("brokerName", ""))
+        result = await consume(msg, header.broker_name or "")
         return request.response(body=fastjson.dumps(result))
 
     def _on_consumer_status(self, request: RemotingCommand, conn: Any) -> RemotingCommand:

@@ -1,7 +1,7 @@
 """Typed requests to a broker: one method per request code, over the caller's transport.
 
-The push and pull consumers (through their ``ClientInstance``), the admin client and the
-range scanner all build their requests here, with the headers of
+The producer and the push and pull consumers (through their ``ClientInstance``), the admin
+client and the range scanner all build their requests here, with the headers of
 ``broker_core.remoting.headers``, so a request's fields are written once.  The transport
 is the owner's: a ``ClientInstance`` signs requests and raises ``RemotingError`` when a
 broker does not answer; an ``AdminClient`` signs them and raises ``AdminUnreachableError``.
@@ -28,6 +28,7 @@ from broker_core.remoting.headers import (
     PullMessageResponseHeader,
     QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader,
+    SendMessageRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
 
@@ -70,6 +71,14 @@ class PullReply:
         return self.response.body
 
 
+def send_message_request(header: SendMessageRequestHeader, body: bytes) -> RemotingCommand:
+    """SEND_MESSAGE_V2, or SEND_BATCH_MESSAGE when ``header.batch``: the compact (V2) header
+    Java clients send.  Built apart from ``BrokerRequests.send_message`` for the producer's
+    paths that do not go through the loop's transport (its thread's own socket, oneway)."""
+    code = RequestCode.SEND_BATCH_MESSAGE if header.batch else RequestCode.SEND_MESSAGE_V2
+    return RemotingCommand.request(code, header.to_v2_fields(), body)
+
+
 class BrokerRequests:
     """The requests a client sends a broker, each with its typed header and answer."""
 
@@ -98,6 +107,13 @@ class BrokerRequests:
         """UPDATE_CONSUMER_OFFSET: the answer, whatever its code (the caller judges it)."""
         request = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_fields())
         return await self._send(addr, request, timeout_s)
+
+    async def send_message(
+        self, addr: str, header: SendMessageRequestHeader, body: bytes, timeout_s: float | None = None
+    ) -> RemotingCommand:
+        """SEND_MESSAGE_V2 (SEND_BATCH_MESSAGE for a batch): the answer, whatever its code
+        (the producer judges it and parses its ``SendMessageResponseHeader``)."""
+        return await self._send(addr, send_message_request(header, body), timeout_s)
 
     async def get_consumer_list_by_group(
         self, addr: str, group: str, timeout_s: float | None = None

@@ -683,3 +683,54 @@ class EndTransactionRequestHeader:
         if self.broker_name is not None:
             fields["brokerName"] = self.broker_name
         return fields
+
+
+# -- CHECK_TRANSACTION_STATE (39) ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CheckTransactionStateRequestHeader:
+    """CHECK_TRANSACTION_STATE (broker to producer, oneway): is this half message's local
+    transaction decided?  The body is the half message's record.
+
+    ``tran_state_table_offset`` (the half's queue offset) and ``commit_log_offset`` are None
+    when absent: the producer then takes them from the record.  ``msg_id`` and
+    ``transaction_id`` are the half's unique key, ``offset_msg_id`` its offset message id.
+    ``topic`` and ``broker_name`` (RocketMQ 5's) are written only when set; Quiver's broker
+    sends neither.
+    """
+
+    tran_state_table_offset: int | None
+    commit_log_offset: int | None
+    msg_id: str = ""
+    transaction_id: str = ""
+    offset_msg_id: str = ""
+    topic: str | None = None
+    broker_name: str | None = None
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, str]) -> CheckTransactionStateRequestHeader:
+        table_offset = fields.get("tranStateTableOffset")
+        commit_log_offset = fields.get("commitLogOffset")
+        return cls(
+            int(table_offset) if table_offset else None,
+            int(commit_log_offset) if commit_log_offset else None,
+            fields.get("msgId", ""),
+            fields.get("transactionId", ""),
+            fields.get("offsetMsgId", ""),
+            fields.get("topic") or None,
+            fields.get("brokerName") or None,
+        )
+
+    def to_fields(self) -> dict[str, str]:
+        fields: dict[str, str] = {}
+        if self.tran_state_table_offset is not None:
+            fields["tranStateTableOffset"] = str(self.tran_state_table_offset)
+        if self.commit_log_offset is not None:
+            fields["commitLogOffset"] = str(self.commit_log_offset)
+        fields.update(msgId=self.msg_id, transactionId=self.transaction_id, offsetMsgId=self.offset_msg_id)
+        if self.topic is not None:
+            fields["topic"] = self.topic
+        if self.broker_name is not None:
+            fields["brokerName"] = self.broker_name
+        return fields

@@ -126,6 +126,8 @@ async def test_it_commits_rolls_back_checks_back_and_honours_a_late_answer(tmp_p
             assert visible(broker) == [b"committed", b"checked"]
             assert checks and checks[-1]["topic"] == TOPIC and checks[-1]["body"] == b"checked"
             assert checks[-1]["msgId"] == "U3"
+            # The check-back names the half by its unique key and its offset message id.
+            assert checks[-1]["transactionId"] == "U3" and checks[-1]["offsetMsgId"]
 
             # Late answer: the producer stays silent through a check, then decides.
             answer_checks["now"] = False

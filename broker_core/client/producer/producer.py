@@ -33,7 +33,7 @@ from broker_core.client.msgid import UniqueIdGenerator
 from broker_core.client.producer.attempts import ATTEMPT_ERRORS, Selector, SendAttempts
 from broker_core.client.producer.faulttolerance import FaultStrategy
 from broker_core.client.producer.queues import TopicPublishInfo
-from broker_core.client.requests import refused
+from broker_core.client.requests import refused, send_message_request
 from broker_core.errors import ClientError, MessageTooLargeError, NoRouteError
 from broker_core.messagequeue import MessageQueue
 from broker_core.model.hashcode import java_hash_code
@@ -47,7 +47,7 @@ from broker_core.model.message import (
     encode_batch,
     encode_properties,
 )
-from broker_core.remoting.codes import RequestCode, ResponseCode
+from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
 from broker_core.topics import (
@@ -374,8 +374,8 @@ class Producer:
         while (target := attempts.next_target()) is not None:
             try:
                 addr = await self._master(target.broker_name, msg.topic)
-                request = self._request(target, body, props, sys_flag, msg.flag, batch=batch)
-                response = await self.instance.invoke(addr, request, attempts.left_s)
+                header = self._header(target, props, sys_flag, msg.flag, batch=batch)
+                response = await self.instance.requests.send_message(addr, header, body, attempts.left_s)
                 return self._result(target, props, addr, response, attempts.started, batch=batch)
             except ATTEMPT_ERRORS as exc:
                 attempts.failed(target, exc)
@@ -443,8 +443,8 @@ class Producer:
                 addr = instance.master_addr(target.broker_name) or instance.call(
                     self._master(target.broker_name, msg.topic)
                 )
-                request = self._request(target, body, props, sys_flag, msg.flag, batch=batch)
-                response = instance.invoke_blocking(addr, request, attempts.left_s)
+                header = self._header(target, props, sys_flag, msg.flag, batch=batch)
+                response = instance.invoke_blocking(addr, send_message_request(header, body), attempts.left_s)
                 return self._result(target, props, addr, response, attempts.started, batch=batch)
             except ATTEMPT_ERRORS as exc:
                 attempts.failed(target, exc)
@@ -480,22 +480,22 @@ class Producer:
             trace_on=answer.trace_on,
         )
 
-    def _request(
+    def _header(
         self,
         queue: MessageQueue,
-        body: bytes,
         props: dict[str, str],
         sys_flag: int,
         flag: int,
         *,
         batch: bool,
-    ) -> RemotingCommand:
-        """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE): the compact header Java clients send."""
+    ) -> SendMessageRequestHeader:
+        """The send's header to ``queue`` (``client.requests`` writes it as SEND_MESSAGE_V2, or
+        SEND_BATCH_MESSAGE for a batch)."""
         reconsume_times: int = 0
         max_reconsume_times: int | None = None
         if queue.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             props, reconsume_times, max_reconsume_times = _retry_header(props)
-        header = SendMessageRequestHeader(
+        return SendMessageRequestHeader(
             self.group,
             queue.topic,
             self.create_topic_key,
@@ -511,8 +511,6 @@ class Producer:
             batch=batch,
             broker_name=queue.broker_name,
         )
-        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        return RemotingCommand.request(code, header.to_v2_fields(), body)
 
     async def _master(self, broker_name: str, topic: str) -> str:
         return await self.instance.find_master(broker_name, topic)
@@ -522,9 +520,8 @@ class Producer:
         info = await self._publish_info(msg.topic)
         target = queue or self.fault_strategy.select_one_message_queue(info, None)
         addr = await self._master(target.broker_name, msg.topic)
-        await self.instance.invoke_oneway(
-            addr, self._request(target, body, props, sys_flag, msg.flag, batch=False)
-        )
+        header = self._header(target, props, sys_flag, msg.flag, batch=False)
+        await self.instance.invoke_oneway(addr, send_message_request(header, body))
 
     def _batch(self, msgs: list[Message]) -> tuple[Message, bytes]:
         """Check a batch and encode it: the container message and its body (MessageBatch)."""

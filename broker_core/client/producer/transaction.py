@@ -41,7 +41,7 @@ from broker_core.model.message import (
 from broker_core.remoting.codes import RequestCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.errors import RemotingError
-from broker_core.remoting.headers import EndTransactionRequestHeader
+from broker_core.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +194,9 @@ class TransactionProducer(Producer):
 
     # -- check-back --------------------------------------------------------------------------
 
-    def check_transaction_state(self, broker_addr: str, msg: MessageExt, header: dict[str, str]) -> None:
+    def check_transaction_state(
+        self, broker_addr: str, msg: MessageExt, header: CheckTransactionStateRequestHeader
+    ) -> None:
         """A broker asks about half message ``msg`` (CHECK_TRANSACTION_STATE ``header``).
 
         Called on the instance's loop: the listener runs on the callback threads, and the
@@ -202,7 +204,7 @@ class TransactionProducer(Producer):
         """
         self.instance.run_callback(self._check, broker_addr, msg, header)
 
-    def _check(self, broker_addr: str, msg: MessageExt, header: dict[str, str]) -> None:
+    def _check(self, broker_addr: str, msg: MessageExt, header: CheckTransactionStateRequestHeader) -> None:
         listener = self.transaction_listener
         if listener is None:
             log.warning("check-back for %s from %s: no transaction listener", self.group, broker_addr)
@@ -219,14 +221,20 @@ class TransactionProducer(Producer):
         try:
             request = _end_request(
                 group=self.group,
-                topic=header.get("topic") or msg.topic,
-                broker_name=header.get("brokerName"),
-                half_queue_offset=int(header.get("tranStateTableOffset") or msg.queue_offset),
-                commit_log_offset=int(header.get("commitLogOffset") or msg.commit_log_offset),
+                topic=header.topic or msg.topic,
+                broker_name=header.broker_name,
+                half_queue_offset=(
+                    msg.queue_offset
+                    if header.tran_state_table_offset is None
+                    else header.tran_state_table_offset
+                ),
+                commit_log_offset=(
+                    msg.commit_log_offset if header.commit_log_offset is None else header.commit_log_offset
+                ),
                 state=state,
                 from_check=True,
                 msg_id=msg.uniq_key or msg.msg_id,
-                transaction_id=header.get("transactionId") or msg.uniq_key,
+                transaction_id=header.transaction_id or msg.uniq_key,
                 remark=remark,
             )
             self.instance.call(self.instance.invoke_oneway(broker_addr, request))

@@ -12,11 +12,13 @@ import json
 
 import pytest
 
+from broker_core.client.requests import send_message_request
 from broker_core.remoting.codes import RequestCode
 from broker_core.remoting.command import RemotingCommand, decode, encode
 from broker_core.remoting.headers import (
     SEND_V1_KEYS,
     SEND_V2_KEYS,
+    CheckTransactionStateRequestHeader,
     ConsumeMessageDirectlyRequestHeader,
     EndTransactionRequestHeader,
     GetConsumerConnectionListRequestHeader,
@@ -303,6 +305,7 @@ HeaderType = (
     | UnregisterClientRequestHeader
     | NotifyConsumerIdsChangedRequestHeader
     | EndTransactionRequestHeader
+    | CheckTransactionStateRequestHeader
 )
 
 
@@ -342,6 +345,28 @@ HeaderType = (
                 "brokerName": "broker-a",
             },
         ),
+        (
+            CheckTransactionStateRequestHeader(3, 1024, "U", "U", "0A00000100002A9F"),
+            {
+                "tranStateTableOffset": "3",
+                "commitLogOffset": "1024",
+                "msgId": "U",
+                "transactionId": "U",
+                "offsetMsgId": "0A00000100002A9F",
+            },
+        ),
+        (
+            CheckTransactionStateRequestHeader(0, 0, "U", "U", "O", "T", "broker-a"),
+            {
+                "tranStateTableOffset": "0",
+                "commitLogOffset": "0",
+                "msgId": "U",
+                "transactionId": "U",
+                "offsetMsgId": "O",
+                "topic": "T",
+                "brokerName": "broker-a",
+            },
+        ),
     ],
 )
 def test_each_request_header_writes_rocketmqs_fields_and_reads_them_back(
@@ -361,3 +386,25 @@ def test_an_end_transaction_reads_the_cpp_clients_booleans_and_defaults() -> Non
     )
     with pytest.raises(ValueError):
         EndTransactionRequestHeader.from_fields({"commitLogOffset": "x"})
+
+
+def test_a_check_back_without_offsets_leaves_them_to_the_record() -> None:
+    # The producer takes an absent offset from the half message's record, so it reads as None.
+    header = CheckTransactionStateRequestHeader.from_fields({"msgId": "U"})
+    assert (header.tran_state_table_offset, header.commit_log_offset) == (None, None)
+    assert (header.transaction_id, header.topic, header.broker_name) == ("", None, None)
+    assert header.to_fields() == {"msgId": "U", "transactionId": "", "offsetMsgId": ""}
+    with pytest.raises(ValueError):
+        CheckTransactionStateRequestHeader.from_fields({"tranStateTableOffset": "x"})
+
+
+def test_a_send_request_is_v2_and_a_batch_goes_as_send_batch_message() -> None:
+    header = SendMessageRequestHeader("P", "T", queue_id=1, born_timestamp=5)
+    single = send_message_request(header, b"body")
+    assert (single.code, single.ext_fields, single.body) == (
+        RequestCode.SEND_MESSAGE_V2,
+        header.to_v2_fields(),
+        b"body",
+    )
+    header.batch = True
+    assert send_message_request(header, b"batch").code == RequestCode.SEND_BATCH_MESSAGE
