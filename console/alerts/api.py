@@ -9,6 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console.alerts import queries
+from console.alerts import serializers as out
 from console.alerts.models import Alert
 from console.core.access import allowed
 from console.core.apiviews import ClusterAPIView, documented, query
@@ -18,7 +19,12 @@ class AlertList(ClusterAPIView):
     """GET: the cluster's alerts, newest first; ``group``, ``kind``, ``state`` (open,
     resolved, all), ``page``, ``page_size``; ``openCount`` counts the open ones."""
 
-    @documented("Lag alerts of a cluster", query=queries.AlertFilter, operation_id="clusters_alerts_list")
+    @documented(
+        "Lag alerts of a cluster",
+        query=queries.AlertFilter,
+        responses=out.ClusterAlertPageOut,
+        operation_id="clusters_alerts_list",
+    )
     def get(self, request: Request, cluster: str) -> Response:
         data = query(request, queries.AlertFilter)
         rows = queries.alerts([self.cluster.name], {**data, "cluster": None})
@@ -29,7 +35,7 @@ class AlertList(ClusterAPIView):
 class AlertDetail(ClusterAPIView):
     """GET: one alert of the cluster."""
 
-    @documented("One lag alert")
+    @documented("One lag alert", responses={200: out.AlertOut, 404: out.AlertNotFoundOut})
     def get(self, request: Request, cluster: str, alert_id: int) -> Response:
         alert = Alert.objects.filter(cluster=self.cluster.name, pk=alert_id).first()
         if alert is None:
@@ -42,7 +48,7 @@ class AllAlerts(APIView):
 
     permission_classes = [IsAuthenticated]
 
-    @documented("Lag alerts of every cluster", query=queries.AlertFilter)
+    @documented("Lag alerts of every cluster", query=queries.AlertFilter, responses=out.AlertPageOut)
     def get(self, request: Request) -> Response:
         data = query(request, queries.AlertFilter)
         names = Alert.objects.values_list("cluster", flat=True).distinct()

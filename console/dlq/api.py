@@ -21,6 +21,7 @@ from console.core.access import allowed
 from console.core.apiviews import ClusterAPIView, documented, query
 from console.core.brokers import admin_call
 from console.dlq import resends, services
+from console.dlq import serializers as out
 from console.dlq.serializers import DlqBrowseQuery, DlqExportQuery, GroupResendRequest, ResendRequest
 from nameserver.clusters import ClusterRef, find_cluster
 
@@ -48,13 +49,17 @@ def start_resend(
     return Response({"taskId": str(row.id), "url": url, "messages": count}, status=status.HTTP_202_ACCEPTED)
 
 
+# What a resend answers: the queued task, or why none was queued.
+RESEND_ANSWERS = {202: out.ResendQueuedOut, 409: out.ResendRefusedOut, 503: out.ResendRefusedOut}
+
+
 class Resend(APIView):
     """POST {group, msgIds | all: true, cluster?, targetTopic?} (staff): queue the resend; 202
     with the task."""
 
     permission_classes = [IsAdminUser]
 
-    @documented("Resend dead letters (a long task)", request=ResendRequest)
+    @documented("Resend dead letters (a long task)", request=ResendRequest, responses=RESEND_ANSWERS)
     def post(self, request: Request) -> Response:
         form = ResendRequest(data=request.data)
         form.is_valid(raise_exception=True)
@@ -71,7 +76,9 @@ class GroupDlqResend(ClusterAPIView):
     """POST ``{msgIds | all: true, targetTopic?}``: re-publish the group's dead letters, the
     ones named or every one stored now (operators)."""
 
-    @documented("Resend a group's dead letters (a long task)", request=GroupResendRequest)
+    @documented(
+        "Resend a group's dead letters (a long task)", request=GroupResendRequest, responses=RESEND_ANSWERS
+    )
     def post(self, request: Request, cluster: str, group: str) -> Response:
         form = GroupResendRequest(data=request.data)
         form.is_valid(raise_exception=True)
@@ -84,7 +91,7 @@ class DlqOverview(ClusterAPIView):
     """GET: every group with a dead-letter topic, its stored dead letters (the broker's
     offsets) and when the oldest and newest were stored; most dead letters first."""
 
-    @documented("Dead letters of every group")
+    @documented("Dead letters of every group", responses=out.DlqOverviewOut)
     def get(self, request: Request, cluster: str) -> Response:
         return Response(self.admin(services.overview))
 
@@ -97,7 +104,7 @@ class GroupDlq(ClusterAPIView):
     Otherwise by time: ``begin``/``end`` (epoch ms, default the last 3 days), ``cursor``,
     ``limit``.  Both narrow by ``tag`` and ``key``."""
 
-    @documented("Browse a group's DLQ or retry messages", query=DlqBrowseQuery)
+    @documented("Browse a group's DLQ or retry messages", query=DlqBrowseQuery, responses=out.DlqPageOut)
     def get(self, request: Request, cluster: str, group: str) -> Response:
         asked = query(request, DlqBrowseQuery)
         kind, tag, key = asked["kind"], asked["tag"], asked["key"]

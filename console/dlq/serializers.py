@@ -6,6 +6,8 @@ from typing import Any
 
 from rest_framework import serializers
 
+from console.messages.serializers import MessageSummaryOut
+
 MAX_RESEND = 10_000
 
 
@@ -67,3 +69,75 @@ class DlqExportQuery(serializers.Serializer):
     kind = serializers.ChoiceField(choices=["dlq", "retry"], required=False, default="dlq")
     begin = serializers.IntegerField(required=False, default=0)
     end = serializers.IntegerField(required=False, allow_null=True, default=None)
+
+
+# What the DLQ endpoints answer (declared for the OpenAPI document; the services build it).
+
+
+class DlqGroupOut(serializers.Serializer):
+    """A group with a dead-letter topic: the dead letters it keeps (the broker's offsets),
+    when the oldest and newest were stored (null: none stored) and its queue count."""
+
+    group = serializers.CharField()
+    topic = serializers.CharField()
+    deadLetters = serializers.IntegerField()  # noqa: N815
+    oldestStoreTimestamp = serializers.IntegerField(allow_null=True)  # noqa: N815
+    newestStoreTimestamp = serializers.IntegerField(allow_null=True)  # noqa: N815
+    queues = serializers.IntegerField()
+
+
+class DlqOverviewOut(serializers.Serializer):
+    """Every group with a dead-letter topic, most dead letters first, and the sums."""
+
+    groups = DlqGroupOut(many=True)
+    total = serializers.IntegerField()
+    groupsWithDeadLetters = serializers.IntegerField()  # noqa: N815
+
+
+class DlqPageOut(serializers.Serializer):
+    """A page of a group's dead letters (or retries); ``never`` when the group has no such
+    topic.  With ``?page``: ``pageSize``, ``tag``, ``key``, ``total``, ``page``, ``pages``,
+    the positions shown (``first``/``last``), the ``spans`` of "select all"
+    (``[broker, queueId, first, stop]``) and how many they hold.  By time: the browse's
+    range, scan progress, ``truncated`` and ``cursor``."""
+
+    group = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["dlq", "retry"])
+    topic = serializers.CharField()
+    never = serializers.BooleanField()
+    messages = MessageSummaryOut(many=True)
+    # By page.
+    pageSize = serializers.IntegerField(required=False)  # noqa: N815
+    tag = serializers.CharField(required=False, allow_blank=True)
+    key = serializers.CharField(required=False, allow_blank=True)
+    total = serializers.IntegerField(required=False)
+    page = serializers.IntegerField(required=False)
+    pages = serializers.IntegerField(required=False)
+    first = serializers.IntegerField(required=False)
+    last = serializers.IntegerField(required=False)
+    spans = serializers.ListField(child=serializers.ListField(), required=False)
+    selectable = serializers.IntegerField(required=False)
+    # By time (see BrowsePageOut).
+    begin = serializers.IntegerField(required=False)
+    end = serializers.IntegerField(required=False)
+    tags = serializers.CharField(required=False, allow_null=True)
+    order = serializers.CharField(required=False)
+    scanned = serializers.IntegerField(required=False)
+    progress = serializers.FloatField(required=False)
+    truncated = serializers.BooleanField(required=False)
+    cursor = serializers.CharField(required=False, allow_null=True)
+
+
+class ResendQueuedOut(serializers.Serializer):
+    """A queued resend (202): the task's id, where to follow it, and how many messages."""
+
+    taskId = serializers.CharField()  # noqa: N815
+    url = serializers.CharField()
+    messages = serializers.IntegerField()
+
+
+class ResendRefusedOut(serializers.Serializer):
+    """A resend not queued: nothing to resend (409) or the task queue unreachable (503)."""
+
+    error = serializers.CharField()
+    detail = serializers.CharField()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -16,6 +15,7 @@ from broker_core.errors import AdminError
 from broker_core.model.message import MessageExt
 from console.core.apiviews import ClusterAPIView, documented, query
 from console.messages import search, services, trace
+from console.messages import serializers as out
 from console.messages.serializers import BrowseQuery, ByKeyQuery, DetailQuery, TraceQuery
 
 HOUR_MS = 3_600_000
@@ -27,7 +27,11 @@ class TopicMessages(ClusterAPIView):
     page: messages newest first, merged across the topic's queues, with scan progress and
     an explicit ``truncated``."""
 
-    @documented("Browse a topic's messages by time and tag, newest first (cursor paging)", query=BrowseQuery)
+    @documented(
+        "Browse a topic's messages by time and tag, newest first (cursor paging)",
+        query=BrowseQuery,
+        responses=out.BrowsePageOut,
+    )
     def get(self, request: Request, cluster: str, topic: str) -> Response:
         asked = query(request, BrowseQuery)
         now = int(time.time() * 1000)
@@ -51,7 +55,7 @@ class MessageSearch(ClusterAPIView):
             OpenApiParameter("q", str, required=True, description="an offset msgId, a client msgId or a key"),
             OpenApiParameter("topic", str, description="search only this topic (default: every topic)"),
         ],
-        responses=OpenApiTypes.OBJECT,
+        responses=out.SearchOut,
     )
     def get(self, request: Request, cluster: str) -> Response:
         text = request.query_params.get("q", "")
@@ -63,7 +67,7 @@ class MessageSearch(ClusterAPIView):
 class MessagesByKey(ClusterAPIView):
     """GET ``?topic=&key=`` (``&begin=&end=``): messages whose KEYS hold ``key``, from the index."""
 
-    @documented("Find messages by key", query=ByKeyQuery)
+    @documented("Find messages by key", query=ByKeyQuery, responses=out.ByKeyOut)
     def get(self, request: Request, cluster: str) -> Response:
         asked = query(request, ByKeyQuery)
         topic, key, begin, end = asked["topic"], asked["key"], asked["begin"], asked["end"]
@@ -80,7 +84,11 @@ class MessageDetail(ClusterAPIView):
     narrows the search, every topic is searched without it): properties, body as text /
     JSON / hex (``?charset=``), and which groups consumed it."""
 
-    @documented("One message, its body views and its consumption by group", query=DetailQuery)
+    @documented(
+        "One message, its body views and its consumption by group",
+        query=DetailQuery,
+        responses=out.MessageDetailOut,
+    )
     def get(self, request: Request, cluster: str, msg_id: str) -> Response:
         asked = query(request, DetailQuery)
         topic, charset = asked["topic"] or None, asked["charset"]
@@ -97,7 +105,7 @@ class MessageDetail(ClusterAPIView):
 class MessageResend(ClusterAPIView):
     """POST ``{group, clientId}``: have that online consumer of the group consume the message now."""
 
-    @documented("Resend a message to one consumer of a group")
+    @documented("Resend a message to one consumer of a group", responses=out.ConsumerResendOut)
     def post(self, request: Request, cluster: str, msg_id: str) -> Response:
         group, client_id = request.data.get("group"), request.data.get("clientId")
         if not isinstance(group, str) or not isinstance(client_id, str):
@@ -114,7 +122,9 @@ class MessageTrace(ClusterAPIView):
     clients record it with tracing on: published when, by whom, how long it took; per
     consumer group each attempt with its cost and outcome."""
 
-    @documented("A message's trace: publication and consumption by group", query=TraceQuery)
+    @documented(
+        "A message's trace: publication and consumption by group", query=TraceQuery, responses=out.TraceOut
+    )
     def get(self, request: Request, cluster: str, msg_id: str) -> Response:
         topic = query(request, TraceQuery)["traceTopic"] or trace.DEFAULT_TRACE_TOPIC
 
