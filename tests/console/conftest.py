@@ -85,3 +85,31 @@ def personas(db: None) -> dict[str, Client]:
         clients[name].force_login(user)
     clients["anonymous"] = Client()
     return clients
+
+
+@contextlib.contextmanager
+def online_client(servers: Servers, personas: dict[str, Client], topic: str, group: str) -> Iterator[str]:
+    """``topic`` created and a push consumer of ``group`` on it, online until the block ends;
+    yields its client id once the console's API lists it."""
+    from broker_core.client.consumer.push import PushConsumer
+    from tests.listeners import Counter
+    from tests.servers import wait_for
+
+    personas["operator"].post(
+        "/api/clusters/default/topics/", {"name": topic}, content_type="application/json"
+    )
+    consumer = PushConsumer(group, servers.namesrv_addr).subscribe(topic).register_listener(Counter()).start()
+    try:
+        detail = wait_for(
+            lambda: (
+                (d := personas["viewer"].get(f"/api/clusters/default/groups/{group}/").json()).get(
+                    "connection"
+                )
+                and d
+            ),
+            30,
+            "the client online",
+        )
+        yield detail["connection"]["connectionSet"][0]["clientId"]
+    finally:
+        consumer.shutdown()

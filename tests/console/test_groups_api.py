@@ -3,19 +3,18 @@ messages and seconds, per-queue progress, offset resets with preview, config, de
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 from django.test import Client
 
-from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
-from broker_core.model.message import MessageExt
+from broker_core.client.consumer.push import PushConsumer
 from console.audit.models import AuditEntry
+from tests.listeners import Counter
 from tests.servers import wait_for
 
-from .conftest import Servers
+from .conftest import Servers, online_client
 
 pytestmark = pytest.mark.django_db
 
@@ -34,21 +33,6 @@ def send(client: Client, topic: str, count: int, start: int = 0) -> None:
     for i in range(start, start + count):
         url = f"/api/clusters/default/topics/{topic}/messages/"
         assert client.post(url, {"body": f"m-{i}"}, content_type="application/json").status_code == 201
-
-
-class Counter:
-    def __init__(self) -> None:
-        self.bodies: set[bytes] = set()
-        self.lock = threading.Lock()
-
-    def __call__(self, msgs: list[MessageExt]) -> ConsumeStatus:
-        with self.lock:
-            self.bodies.update(m.body for m in msgs)
-        return ConsumeStatus.CONSUME_SUCCESS
-
-    def count(self) -> int:
-        with self.lock:
-            return len(self.bodies)
 
 
 @pytest.fixture
@@ -181,19 +165,7 @@ def test_an_online_clients_running_info(
     on_servers: Servers, personas: dict[str, Client], names: tuple[str, str]
 ) -> None:
     topic, group = names
-    personas["operator"].post(
-        "/api/clusters/default/topics/", {"name": topic}, content_type="application/json"
-    )
-    consumer = (
-        PushConsumer(group, on_servers.namesrv_addr).subscribe(topic).register_listener(Counter()).start()
-    )
-    try:
-        detail = wait_for(
-            lambda: (d := personas["viewer"].get(GROUPS + f"{group}/").json()).get("connection") and d,
-            30,
-            "online",
-        )
-        client_id = detail["connection"]["connectionSet"][0]["clientId"]
+    with online_client(on_servers, personas, topic, group) as client_id:
         info = wait_for(
             lambda: (
                 (r := personas["viewer"].get(GROUPS + f"{group}/clients/{client_id}/")).status_code == 200
@@ -216,8 +188,6 @@ def test_an_online_clients_running_info(
         assert {q["clientId"] for q in queues} == {client_id}
         page = personas["viewer"].get(f"/clusters/default/groups/{group}/clients/{client_id}/")
         assert page.status_code == 200 and b"PROP_CONSUME_TYPE" in page.content
-    finally:
-        consumer.shutdown()
 
 
 def test_group_thresholds_are_kept_per_cluster(on_servers: Servers, personas: dict[str, Client]) -> None:

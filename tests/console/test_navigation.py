@@ -14,7 +14,6 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
-from broker_core.client.consumer.push import PushConsumer
 from console.alerts.models import Alert
 from console.audit.models import AuditEntry
 from console.core.models import LongTask
@@ -22,7 +21,7 @@ from console.groups.running_info import running_info
 from nameserver.models import Cluster
 from tests.servers import wait_for
 
-from .conftest import Servers
+from .conftest import Servers, online_client
 
 pytestmark = pytest.mark.django_db
 
@@ -47,13 +46,6 @@ def nav(html: str) -> str:
 def current(html: str) -> list[str]:
     """The links of the navigation marked as the page you are on."""
     return re.findall(r'<a href="([^"]+)"[^>]*aria-current="page"', nav(html))
-
-
-class Counter:
-    """A listener that takes every message."""
-
-    def __call__(self, messages: list[Any], context: Any) -> str:
-        return "CONSUME_SUCCESS"
 
 
 # -- the cluster menu on pages outside a cluster -------------------------------------------------
@@ -218,23 +210,7 @@ def test_a_clients_running_info_is_tables_with_the_raw_answer_folded(
     on_servers: Servers, personas: dict[str, Client], names: tuple[str, str]
 ) -> None:
     topic, group = names
-    personas["operator"].post(
-        "/api/clusters/default/topics/", {"name": topic}, content_type="application/json"
-    )
-    consumer = (
-        PushConsumer(group, on_servers.namesrv_addr).subscribe(topic).register_listener(Counter()).start()
-    )
-    try:
-        client_id = wait_for(
-            lambda: (
-                (d := personas["viewer"].get(f"/api/clusters/default/groups/{group}/").json()).get(
-                    "connection"
-                )
-                and d["connection"]["connectionSet"][0]["clientId"]
-            ),
-            30,
-            "the client online",
-        )
+    with online_client(on_servers, personas, topic, group) as client_id:
         url = f"{C}groups/{group}/clients/{client_id}/"
         html = wait_for(
             lambda: (
@@ -246,8 +222,6 @@ def test_a_clients_running_info_is_tables_with_the_raw_answer_folded(
             30,
             "the client's queues",
         )
-    finally:
-        consumer.shutdown()
     assert 'id="client-properties"' in html and "<code>PROP_CONSUME_TYPE</code>" in html
     assert "<td>CONSUME_PASSIVELY</td>" in html
     assert 'id="client-subscriptions"' in html and f'href="{C}topics/{topic}/"' in html
