@@ -348,8 +348,7 @@ class MessageCalls(OffsetCalls, TopicCalls):
             born_timestamp=int(time.time() * 1000),
             properties=encode_properties(props).decode("utf-8"),
         )
-        response = await self._invoke(addr, RequestCode.SEND_MESSAGE, header.to_fields(), body)
-        answer = SendMessageResponseHeader.from_fields(response.ext_fields)
+        answer = await self._send_one(addr, header, body)
         return {
             "msgId": unique_id,
             "offsetMsgId": answer.msg_id,
@@ -357,6 +356,16 @@ class MessageCalls(OffsetCalls, TopicCalls):
             "queueId": queue.queue_id if answer.queue_id is None else answer.queue_id,
             "queueOffset": answer.queue_offset,
         }
+
+    async def _send_one(
+        self, addr: str, header: SendMessageRequestHeader, body: bytes
+    ) -> SendMessageResponseHeader:
+        """One message through the client's typed send (the producer's request); the
+        broker's answer header, or ``AdminError`` when it refused."""
+        response = await self.requests.send_message(addr, header, body)
+        if response.code != ResponseCode.SUCCESS:
+            raise self._refusal(addr, RequestCode.SEND_MESSAGE_V2, response)
+        return SendMessageResponseHeader.from_fields(response.ext_fields)
 
     # -- where a message stands ------------------------------------------------------------------
 
@@ -461,8 +470,7 @@ class MessageCalls(OffsetCalls, TopicCalls):
             flag=msg.flag,
             properties=encode_properties(props).decode("utf-8"),
         )
-        response = await self._invoke(addr, RequestCode.SEND_MESSAGE, header.to_fields(), msg.body)
-        answer = SendMessageResponseHeader.from_fields(response.ext_fields)
+        answer = await self._send_one(addr, header, msg.body)
         return ResendOutcome(msg_id, True, f"{target}@{broker_name}: {answer.msg_id}")
 
     # -- relays to a consumer -------------------------------------------------------------------------
