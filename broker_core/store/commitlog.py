@@ -104,13 +104,15 @@ END_FILE_MIN_BLANK_LENGTH = 8
 # every start would cost that much, while damage wider than this is not a flipped byte but
 # a lost region, and the log ends there as it did before.
 RESYNC_WINDOW = 64 * 1024 * 1024
-_NO_QUEUE_SLOT = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+# Half and rollback messages take no consume-queue slot.
+NO_QUEUE_SLOT = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 # (physical offset, size, queue offset, store timestamp, message): what the dispatcher
 # needs from an append, without re-reading the record.  An encoded batch written in C is
-# one entry whose DispatchRun holds all its records.
-Appended = tuple[int, int, int, int, MessageInner | DispatchRun]
+# one entry whose DispatchRun holds all its records; a slave's records come as the
+# DispatchRequest read from its master's bytes (``store.replica``).
+Appended = tuple[int, int, int, int, MessageInner | DispatchRun | DispatchRequest]
 
 
 class DiskFullError(OSError):
@@ -208,7 +210,7 @@ class CommitLog:
             phys = mf.file_from_offset + pos
             # Half and rollback messages never enter a consume queue, so they take no slot.
             queue_offset = (
-                table.get(key, 0) if msg.sys_flag & TRANSACTION_TYPE_MASK not in _NO_QUEUE_SLOT else 0
+                table.get(key, 0) if msg.sys_flag & TRANSACTION_TYPE_MASK not in NO_QUEUE_SLOT else 0
             )
             store_ts = self._clock_ms()
             if write is not None:
@@ -219,7 +221,7 @@ class CommitLog:
                 mf.mm[pos : pos + size] = record
             mf.wrote_position = pos + size
             self.records_end = pos + size + mf.file_from_offset
-            if msg.sys_flag & TRANSACTION_TYPE_MASK not in _NO_QUEUE_SLOT:
+            if msg.sys_flag & TRANSACTION_TYPE_MASK not in NO_QUEUE_SLOT:
                 table[key] = queue_offset + 1
             self.appended.append((phys, size, queue_offset, store_ts, msg))
         return PutMessageResult(
@@ -255,7 +257,7 @@ class CommitLog:
             queue_offsets = []
             taken: dict[tuple[str, int], int] = {}  # committed to the table once written
             for msg in msgs:
-                if msg.sys_flag & TRANSACTION_TYPE_MASK in _NO_QUEUE_SLOT:
+                if msg.sys_flag & TRANSACTION_TYPE_MASK in NO_QUEUE_SLOT:
                     queue_offsets.append(0)
                     continue
                 key = (msg.topic, msg.queue_id)

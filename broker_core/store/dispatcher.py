@@ -1,7 +1,8 @@
 """The dispatcher: follows the commit log and updates consume queues and the index (RocketMQ *reput*).
 
 In normal running the commit log hands each append's dispatch entry to ``CommitLog.appended``
-and the dispatcher drains it in commit-log order, so nothing is decoded twice.
+and the dispatcher drains it in commit-log order, so nothing is decoded twice.  On a slave
+the entries are the records its master's chunks completed (``store.replica``).
 
 Who drains: under the GIL a second thread adds no parallelism, only lock handoffs, which
 cost more than the dispatching itself.  So the work is shared: while appends keep coming,
@@ -206,8 +207,11 @@ class Dispatcher:
                 # A whole encoded batch: its entries come packed from the commit log.
                 entries, count, items = msg.cq_entries, msg.count, msg.index_items
             else:
-                props = msg.properties
-                items = record_items(topic, phys, store_ts, props.get("UNIQ_KEY"), props.get("KEYS"))
+                if isinstance(msg, DispatchRequest):  # a record a slave took from its master
+                    items = record_items(topic, phys, store_ts, msg.uniq_key, msg.keys)
+                else:
+                    props = msg.properties
+                    items = record_items(topic, phys, store_ts, props.get("UNIQ_KEY"), props.get("KEYS"))
                 if msg.sys_flag & TRANSACTION_TYPE_MASK in _SKIP_CQ:
                     index_items.extend(items)
                     continue

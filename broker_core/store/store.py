@@ -53,6 +53,7 @@ from broker_core.store.flush import FlushCommitLogService, PeriodicService
 from broker_core.store.geometry import GEOMETRY_FILE, StoreGeometry, resolve_geometry, write_geometry
 from broker_core.store.indexfile import IndexService
 from broker_core.store.offsets import ConsumerOffsetManager
+from broker_core.store.replica import ReplicaMismatch, ReplicaWriter
 from broker_core.store.results import GetMessageResult, GetMessageStatus, PutMessageResult, PutMessageStatus
 from broker_core.store.schedule import ScheduleMessageService, apply_delay
 from broker_core.topics import SCHEDULE_TOPIC, topic_problem
@@ -88,6 +89,7 @@ class MessageStore:
         clock_ms: Callable[[], int] = _wall_clock_ms,
         topic_queue_nums: Callable[[str], int | None] | None = None,
         adopt_geometry: bool = False,
+        replica: bool = False,
     ) -> None:
         # The store's recorded geometry wins over the config: a config that disagrees is
         # refused (StoreGeometryError), or with ``adopt_geometry`` (tools) replaced by it.
@@ -151,6 +153,10 @@ class MessageStore:
         self._logics_lock = threading.Lock()
         self._valid_topics: set[str] = set()
         self._expiry_lock = threading.Lock()
+        # A slave's store takes its master's bytes (``append_replica``) and nothing else:
+        # sends are refused and delayed messages are the master's to deliver.
+        self.is_replica = replica
+        self._replica: ReplicaWriter | None = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -190,6 +196,8 @@ class MessageStore:
         except OSError as exc:
             log.warning("disk check failed: %s", exc)
         abort.write_bytes(b"")
+        if self.is_replica:
+            self._replica = ReplicaWriter(self.commit_log)
         self.commit_log.queue.prepare_ahead()
         self.flush_service.flushed_offset = self.commit_log.max_offset
         self.dispatcher.start()
@@ -302,6 +310,11 @@ class MessageStore:
         """Why nothing can be stored in ``topic``/``queue_id`` now; None when it can."""
         if self._closed:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, "the store is shut down")
+        if self.is_replica:
+            return PutMessageResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                "this broker is a slave: it stores what its master replicates, send to the master",
+            )
         if self.disk_full_reason is not None and not self._retry_after_disk_full():
             return PutMessageResult(
                 PutMessageStatus.DISK_FULL,
@@ -480,6 +493,41 @@ class MessageStore:
             result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
             result.remark = f"not flushed within syncFlushTimeout ({self.config.sync_flush_timeout} ms)"
         return result
+
+    # -- replication -------------------------------------------------------------------
+
+    def append_replica(self, offset: int, data: bytes | bytearray | memoryview) -> int:
+        """A slave's store: append the master's commit-log bytes at ``offset`` and dispatch
+        the records they complete; return how many (see ``store.replica``).
+
+        Raises ``ReplicaMismatch`` when the bytes do not continue this log, ``OSError`` when
+        no new segment can be made.
+        """
+        if self._replica is None:
+            raise ReplicaMismatch("this store is not a slave's (or is not open)")
+        count = self._replica.append(offset, data)
+        if count:
+            self.dispatcher.drain(blocking=False)
+        return count
+
+    def replica_chunk(self, offset: int, max_bytes: int) -> bytes | None:
+        """A master's store: up to ``max_bytes`` of the commit log from ``offset``, never past
+        the end of its segment or what is written (b"" when nothing is there yet); None when
+        ``offset`` is outside the log (before its oldest file, or past its end)."""
+        log_ = self.commit_log
+        if offset == log_.max_offset:
+            return b""
+        mf = log_.queue.find(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        end = min(pos + max_bytes, mf.wrote_position)
+        if end < pos:
+            return None
+        try:
+            return mf.mm[pos:end]
+        except ValueError:  # the segment was closed by expiry in between
+            return None
 
     # -- disk space --------------------------------------------------------------------
 
@@ -745,7 +793,12 @@ class MessageStore:
     # -- delay and expiry --------------------------------------------------------------
 
     def deliver_due(self, now_ms: int | None = None) -> tuple[int, int | None]:
-        """Deliver due delayed messages; see ``ScheduleMessageService.deliver_due``."""
+        """Deliver due delayed messages; see ``ScheduleMessageService.deliver_due``.
+
+        A slave delivers none: its master does, and the delivered copies reach it by
+        replication."""
+        if self.is_replica:
+            return 0, None
         return self.schedule.deliver_due(self.clock_ms() if now_ms is None else now_ms)
 
     def delete_expired_files(self, now_ms: int | None = None, *, manual: bool = False) -> ExpiryReport:
