@@ -343,6 +343,29 @@ class BrokerConfig:
     # connection is closed (a peer dripping bytes would keep resetting the idle timer).
     server_partial_frame_timeout_millis: int = 30_000
 
+    # Replication (RocketMQ 4.x master/slave, ``broker_core.ha``).  The port a master takes
+    # its slaves on: -1 means listenPort + 1 (RocketMQ's default), or any free port when
+    # listenPort is 0.
+    ha_listen_port: int = -1
+    # A slave's master, "host:haPort"; empty: the one the nameserver names on registration.
+    ha_master_address: str = ""
+    # A slave reports its offset at least this often (ms); a master sends a heartbeat
+    # frame when it has nothing to send for as long.
+    ha_send_heartbeat_interval: int = 5_000
+    # A link silent this long (ms) is closed (and a slave connects again).
+    ha_housekeeping_interval: int = 20_000
+    # The most bytes a master sends a slave in one frame (RocketMQ's default is 32 KiB;
+    # larger frames cost fewer round trips when a slave catches up).
+    ha_transfer_batch_size: int = 256 * 1024
+    # SYNC_MASTER: a slave further behind than this (bytes) does not count as in sync, and
+    # a send answers SLAVE_NOT_AVAILABLE at once rather than wait for it.
+    ha_max_gap_not_in_sync: int = 256 * 1024 * 1024
+    # Consumers far behind are sent to a slave (suggestWhichBrokerId) when this is on.
+    slave_read_enable: bool = False
+    # "Far behind": the bytes between a pull's position and the log's end exceed this
+    # percentage of the machine's memory.
+    access_message_in_memory_max_ratio: float = 40
+
     def __post_init__(self) -> None:
         if self.broker_id < 0:
             raise ConfigError(f"brokerId must be 0 (master) or positive, not {self.broker_id}")
@@ -389,6 +412,18 @@ class BrokerConfig:
         if self.server_channel_max_idle_time_seconds <= 0:
             raise ConfigError("serverChannelMaxIdleTimeSeconds must be positive")
         _check_server_protection(self)
+        _check_replication(self)
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_role == "SLAVE"
+
+    @property
+    def ha_port(self) -> int:
+        """The HA port to listen on (0: any free port)."""
+        if self.ha_listen_port >= 0:
+            return self.ha_listen_port
+        return self.listen_port + 1 if self.listen_port else 0
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -397,6 +432,34 @@ class BrokerConfig:
     @property
     def broker_addr(self) -> str:
         return f"{self.broker_ip1}:{self.listen_port}"
+
+
+def _check_replication(config: BrokerConfig) -> None:
+    """Refuse a role and id that disagree, and replication settings that cannot work."""
+    if config.broker_role == "SLAVE" and config.broker_id == 0:
+        raise ConfigError("brokerRole = SLAVE needs a brokerId above 0 (brokerId 0 is the master)")
+    if config.broker_role != "SLAVE" and config.broker_id != 0:
+        raise ConfigError(
+            f"brokerId = {config.broker_id} is a slave's id: set brokerRole = SLAVE, "
+            f"or brokerId = 0 for a {config.broker_role}"
+        )
+    if not -1 <= config.ha_listen_port <= 65535:
+        raise ConfigError(f"haListenPort must be 0..65535, not {config.ha_listen_port}")
+    if config.ha_master_address and ":" not in config.ha_master_address:
+        raise ConfigError(f"haMasterAddress must be host:port, not {config.ha_master_address!r}")
+    for key, value in (
+        ("haSendHeartbeatInterval", config.ha_send_heartbeat_interval),
+        ("haHousekeepingInterval", config.ha_housekeeping_interval),
+        ("haTransferBatchSize", config.ha_transfer_batch_size),
+        ("haMaxGapNotInSync", config.ha_max_gap_not_in_sync),
+    ):
+        if value <= 0:
+            raise ConfigError(f"{key} must be positive, not {value}")
+    if not 0 < config.access_message_in_memory_max_ratio <= 100:
+        raise ConfigError(
+            "accessMessageInMemoryMaxRatio must be a percentage above 0, at most 100, "
+            f"not {config.access_message_in_memory_max_ratio}"
+        )
 
 
 @dataclass(frozen=True)
@@ -415,14 +478,7 @@ class UnsupportedSetting:
 # The one list of BrokerConfig / StoreConfig keys that are parsed but not acted on; every
 # other field is read by the broker or its store.  ``unsupported_settings`` turns it into
 # the start-time warnings.
-UNSUPPORTED_SETTINGS: tuple[UnsupportedSetting, ...] = (
-    # Replication (SYNC_MASTER waiting for slaves, SLAVE copying a master) comes later.
-    UnsupportedSetting(
-        "brokerRole",
-        "ASYNC_MASTER",
-        "this broker runs as a master (ASYNC_MASTER): it takes writes and replicates nothing",
-    ),
-)
+UNSUPPORTED_SETTINGS: tuple[UnsupportedSetting, ...] = ()
 
 
 def unsupported_settings(broker: BrokerConfig, store: StoreConfig) -> list[str]:

@@ -40,6 +40,7 @@ from broker_core.broker.processors.sendback import SendBackProcessor
 from broker_core.broker.processors.stats import StatsProcessor
 from broker_core.broker.processors.transaction import EndTransactionProcessor
 from broker_core.broker.registration import BrokerRegistration
+from broker_core.broker.replication import BrokerReplication
 from broker_core.broker.stats import BrokerStats
 from broker_core.broker.topics import TopicConfigManager
 from broker_core.broker.transaction import TransactionService
@@ -47,6 +48,7 @@ from broker_core.config import BrokerConfig, StoreConfig
 from broker_core.model.topicconfig import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.codes import RequestCode, ResponseCode
+from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.server import RemotingServer
 from broker_core.store.store import MessageStore
 from broker_core.topics import (
@@ -81,6 +83,12 @@ class _GuardedServer:
             return handler(request, conn)
 
         self._server.register(code, guarded)
+
+
+def _slave_refuses_end_transaction(request: RemotingCommand, conn: Any) -> RemotingCommand:
+    return request.response(
+        ResponseCode.SLAVE_NOT_AVAILABLE, "this broker is a slave: transactions end at the master"
+    )
 
 
 def _wall_clock_ms() -> int:
@@ -118,6 +126,7 @@ class BrokerController:
         self.locks = RebalanceLockManager(clock_ms)
         self.store: MessageStore | None = None
         self.registration: BrokerRegistration | None = None
+        self.replication: BrokerReplication | None = None
         self._maintenance: MaintenanceService | None = None
         self.stats = BrokerStats()
         self.acl: PlainAcl | None = None
@@ -151,17 +160,30 @@ class BrokerController:
         await self.server.start()
         store_config = dataclasses.replace(self.store_config, store_host=self.address)
         # Opening may recover a crashed store: file work, kept off the event loop.
-        store = MessageStore(store_config, clock_ms=self.clock_ms, topic_queue_nums=self._queue_nums)
+        store = MessageStore(
+            store_config,
+            clock_ms=self.clock_ms,
+            topic_queue_nums=self._queue_nums,
+            replica=self.config.is_slave,
+        )
         await asyncio.get_running_loop().run_in_executor(None, store.open)
         self.store = store
         store.add_arrival_listener(self.stats.on_arrival)
+        self.replication = BrokerReplication(self)
+        self.replication.start()
         self.registration = BrokerRegistration(
-            self.config, self.client, self.topic_config_wrapper, broker_addr=self.address
+            self.config,
+            self.client,
+            self.topic_config_wrapper,
+            broker_addr=self.address,
+            ha_addr=lambda: self.replication.ha_addr if self.replication is not None else "",
+            on_master=self._learned_master,
         )
         self.transactions = TransactionService(self)
         self.transactions.load()
         self._register_processors()
-        self.transactions.start()
+        if not self.config.is_slave:  # check-backs are the master's (they write op records)
+            self.transactions.start()
         self._maintenance = MaintenanceService(
             store,
             self.clock_ms,
@@ -194,6 +216,9 @@ class BrokerController:
             await self.registration.stop()
             self.registration = None
         await self.server.close()
+        if self.replication is not None:
+            await self.replication.stop()
+            self.replication = None
         await self.client.close()
         if self.store is not None:
             store, self.store = self.store, None
@@ -222,7 +247,10 @@ class BrokerController:
         server.register(RequestCode.GET_EARLIEST_MSG_STORETIME, offsets.earliest_store_time)
         server.register(RequestCode.CONSUMER_SEND_MSG_BACK, SendBackProcessor(self).handle)
         assert self.transactions is not None
-        server.register(RequestCode.END_TRANSACTION, EndTransactionProcessor(self.transactions).handle)
+        if self.config.is_slave:
+            server.register(RequestCode.END_TRANSACTION, _slave_refuses_end_transaction)
+        else:
+            server.register(RequestCode.END_TRANSACTION, EndTransactionProcessor(self.transactions).handle)
         locks = LockProcessor(self)
         server.register(RequestCode.LOCK_BATCH_MQ, locks.lock)
         server.register(RequestCode.UNLOCK_BATCH_MQ, locks.unlock)
@@ -245,6 +273,8 @@ class BrokerController:
         server.register(RequestCode.GET_BROKER_RUNTIME_INFO, stats.runtime_info)
         server.register(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, stats.consumed_by_who)
         server.register(RequestCode.GET_ALL_CONSUMER_OFFSET, stats.all_consumer_offsets)
+        server.register(RequestCode.GET_ALL_DELAY_OFFSET, stats.all_delay_offsets)
+        server.register(RequestCode.GET_BROKER_HA_STATUS, stats.ha_status)
         server.register(RequestCode.QUIVER_GET_OFFSET_SNAPSHOT, stats.offset_snapshot)
         server.register(RequestCode.QUIVER_GET_SCHEDULE_STATUS, stats.schedule_status)
         acl_config = AclConfigProcessor(self)
@@ -276,6 +306,23 @@ class BrokerController:
                 self.stats.roll_day()
             except Exception:  # one bad round must not end housekeeping for good
                 log.exception("client housekeeping failed")
+
+    def _learned_master(self, master_addr: str, ha_addr: str) -> None:
+        first = self.replication is not None and not self.replication.master_addr
+        if self.replication is not None:
+            self.replication.learned(master_addr, ha_addr)
+        if first and self.replication is not None and self.replication.is_slave:
+            # Copy the master's topics and offsets now, not at the next round.
+            task = asyncio.get_running_loop().create_task(self._first_sync())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _first_sync(self) -> None:
+        assert self.replication is not None
+        try:
+            await self.replication.sync_metadata()
+        except Exception as exc:  # the sync loop tries again
+            log.warning("first slave sync failed: %s", exc)
 
     def notify_ids_changed(self, group: str) -> None:
         """Tell ``group``'s consumers to rebalance now, unless the group turned that off

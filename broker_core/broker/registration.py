@@ -42,23 +42,28 @@ class BrokerRegistration:
         topic_config_wrapper: Callable[[], dict[str, Any]],
         *,
         broker_addr: str,
+        ha_addr: Callable[[], str],
+        on_master: Callable[[str, str], None] = lambda master_addr, ha_addr: None,
     ) -> None:
         self.config = config
         self.client = client
         self._wrapper = topic_config_wrapper
         self.broker_addr = broker_addr
+        self._ha_addr = ha_addr
+        # Told the master's address and HA address each time a nameserver names them (a
+        # slave's registration is answered with them).
+        self._on_master = on_master
         self._task: asyncio.Task[None] | None = None
         # Last outcome per nameserver ("ok" or the error), for runtime info and logs.
         self.last_result: dict[str, str] = {}
 
     def _header(self) -> dict[str, str]:
-        host, _, port = self.broker_addr.rpartition(":")
         return {
             "brokerAddr": self.broker_addr,
             "brokerId": str(self.config.broker_id),
             "brokerName": self.config.broker_name,
             "clusterName": self.config.broker_cluster_name,
-            "haServerAddr": f"{host}:{int(port) + 1}",
+            "haServerAddr": self._ha_addr(),
             "compressed": "false",
         }
 
@@ -79,6 +84,9 @@ class BrokerRegistration:
             self._note(addr, f"refused ({reply.code}): {reply.remark}")
             return
         self._note(addr, "ok")
+        master_addr = reply.ext_fields.get("masterAddr") or ""
+        if master_addr:
+            self._on_master(master_addr, reply.ext_fields.get("haServerAddr") or "")
 
     def _note(self, addr: str, outcome: str) -> None:
         if self.last_result.get(addr) != outcome:

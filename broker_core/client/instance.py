@@ -513,6 +513,22 @@ class ClientInstance:
             raise NoRouteError(f"broker {broker_name!r} has no master address in the route of {topic!r}")
         return addr
 
+    async def find_broker(self, broker_name: str, topic: str, broker_id: int = MASTER_ID) -> str:
+        """Where to read ``broker_name``'s queues: its broker ``broker_id`` (the one a pull
+        answer suggested), else its master, else its lowest-id slave, re-reading ``topic``'s
+        route on a miss (RocketMQ's ``findBrokerAddressInSubscribe``).  Pulls, offsets and
+        consumer lists go on from a slave while the master is down.
+
+        Raises NoRouteError when the route has no broker of that name.
+        """
+        addrs = self.broker_addrs(broker_name)
+        if not addrs:
+            await self.update_route(topic)
+            addrs = self.broker_addrs(broker_name)
+        if not addrs:
+            raise NoRouteError(f"no address of broker {broker_name!r} in the route of {topic!r}")
+        return addrs.get(broker_id) or addrs.get(MASTER_ID) or addrs[min(addrs)]
+
     # -- groups and heartbeats --------------------------------------------------------------
 
     async def register_producer(self, member: GroupMember) -> None:

@@ -92,7 +92,7 @@ PROPERTY_SEPARATOR = "\x02"
 # Header up to BODYLENGTH for IPv4 born and store hosts (88 bytes).
 _HEADER_V4 = struct.Struct(">iIiiiqqiq8sq8siqi")
 _QUEUE_OFFSET_POS = 20
-_PHYSICAL_OFFSET_POS = 28
+PHYSICAL_OFFSET_POS = 28
 _BLANK = struct.Struct(">iI")
 _INT = struct.Struct(">i")
 _SHORT = struct.Struct(">h")
@@ -512,7 +512,7 @@ class DispatchRun:
 def finish_record(record: bytearray, queue_offset: int, physical_offset: int, store_timestamp: int) -> None:
     """Fill in the position-dependent fields of a record built by ``MessageInner.encode``."""
     _LONG.pack_into(record, _QUEUE_OFFSET_POS, queue_offset)
-    _LONG.pack_into(record, _PHYSICAL_OFFSET_POS, physical_offset)
+    _LONG.pack_into(record, PHYSICAL_OFFSET_POS, physical_offset)
     born_len = 20 if _INT.unpack_from(record, 36)[0] & BORNHOST_V6_FLAG else 8
     _LONG.pack_into(record, 48 + born_len, store_timestamp)
 

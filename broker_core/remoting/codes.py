@@ -124,6 +124,9 @@ class RequestCode(IntEnum):
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
     # Quiver's own, far above RocketMQ's range: the maintenance jobs as broker operations.
+    # RocketMQ 5's code for a broker's replication state (GET_BROKER_HA_STATUS); the body
+    # is Quiver's (``broker_core.model.hastatus``).
+    GET_BROKER_HA_STATUS = 907
     QUIVER_RUN_MAINTENANCE_JOB = 90001
     QUIVER_GET_MAINTENANCE_STATUS = 90002
     # Every queue's consumer and broker offsets plus the traffic totals, in one answer: the

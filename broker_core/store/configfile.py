@@ -280,6 +280,21 @@ class ConfigFile(ABC):
                 self._failing = False
                 log.info("%s is written again", path)
 
+    def copy_from(self, obj: dict[str, Any]) -> bool:
+        """Take the table in ``obj`` (a master's, as its GET_ALL_* answer encodes it) in
+        place of this one, and persist it; return whether anything changed.
+
+        A slave keeps its master's topics, groups and offsets this way.  Raises what
+        ``decode`` raises for a malformed table (this one is kept as it was).
+        """
+        with self._lock:
+            before = self.encode()
+            self.decode(obj)
+            changed = self.encode() != before
+        if changed:
+            self.try_persist()
+        return changed
+
     def try_persist(self) -> bool:
         """``persist`` for writers that try again later: False, not an error, when the file
         cannot be written (``persist`` has logged it)."""

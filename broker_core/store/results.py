@@ -16,6 +16,9 @@ class PutMessageStatus(enum.Enum):
 
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    # SYNC_MASTER: stored here, but no slave confirmed it in time / no slave to wait for.
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
     CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
@@ -25,8 +28,18 @@ class PutMessageStatus(enum.Enum):
 
     @property
     def ok(self) -> bool:
-        """True when the message is stored (FLUSH_DISK_TIMEOUT stores it, undurably)."""
-        return self in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+        """True when the message is stored (the timeouts store it, undurably or unreplicated)."""
+        return self in _STORED
+
+
+_STORED = frozenset(
+    {
+        PutMessageStatus.PUT_OK,
+        PutMessageStatus.FLUSH_DISK_TIMEOUT,
+        PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
+        PutMessageStatus.SLAVE_NOT_AVAILABLE,
+    }
+)
 
 
 class GetMessageStatus(enum.Enum):
@@ -69,7 +82,9 @@ class PutMessageResult:
     number of records, ``queue_offset`` the first one's and ``record_offsets`` each
     record's commit-log offset.  ``flush_future`` is set by ``MessageStore.append`` under
     SYNC_FLUSH: it resolves to True once the records are on disk (``put_message`` waits on
-    it for you).  msgIds are made on demand: most callers never read them.
+    it for you); ``async_flush`` and ``async_replica`` are what an asyncio caller waits on
+    (``MessageStore.wait_flushed_async``): the disk, and under SYNC_MASTER a slave.
+    msgIds are made on demand: most callers never read them.
     """
 
     status: PutMessageStatus
@@ -83,6 +98,7 @@ class PutMessageResult:
     store_host: bytes = b""
     flush_future: Future[bool] | None = None
     async_flush: asyncio.Future[bool] | None = None
+    async_replica: asyncio.Future[bool] | None = None
 
     @property
     def ok(self) -> bool:

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from typing import Any, Protocol
 
 from broker_core.config import StoreConfig
 from broker_core.errors import MessageIllegalError, StoreClosedError
@@ -73,6 +73,27 @@ MAX_KEY_QUERY_SCAN = 65_536
 def _expire_flush_wait(future: asyncio.Future[bool]) -> None:
     if not future.done():
         future.set_result(False)
+
+
+async def _within(future: asyncio.Future[bool], timeout_s: float) -> bool:
+    """The future's answer, or False when it has none within ``timeout_s``."""
+    timer = asyncio.get_running_loop().call_later(timeout_s, _expire_flush_wait, future)
+    answer = await future
+    timer.cancel()
+    return answer
+
+
+class Replication(Protocol):
+    """What the store needs of a master's replication (``broker_core.ha.master.HAMaster``)."""
+
+    def notify(self) -> None:
+        """Something was appended."""
+
+    def slave_ok(self) -> bool:
+        """A slave is connected and close enough to wait for."""
+
+    def wait_replicated(self, end: int, loop: asyncio.AbstractEventLoop) -> asyncio.Future[bool]:
+        """A future that becomes True once a slave holds the log up to ``end``."""
 
 
 def _wall_clock_ms() -> int:
@@ -157,6 +178,10 @@ class MessageStore:
         # sends are refused and delayed messages are the master's to deliver.
         self.is_replica = replica
         self._replica: ReplicaWriter | None = None
+        # A master's replication (``broker_core.ha``): told of every append, and under
+        # SYNC_MASTER (``sync_replication``) what an asyncio append waits on.
+        self.replication: Replication | None = None
+        self.sync_replication = False
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -430,15 +455,31 @@ class MessageStore:
         except Exception as exc:  # a bug must reach the producer as an error, not a dropped connection
             log.exception("append failed")
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, f"the store failed to append: {exc!r}")
-        if self._sync_flush and props.get(PROPERTY_WAIT_STORE_MSG_OK, "true") != "false":
+        replication = self.replication
+        if replication is not None:
+            replication.notify()
+        if props.get(PROPERTY_WAIT_STORE_MSG_OK, "true") != "false":
             end = result.wrote_offset + result.wrote_bytes
-            if waiter == "async":
-                result.async_flush = self.flush_service.request_async(end, asyncio.get_running_loop())
-            else:
-                result.flush_future = self.flush_service.request(end)
+            if self._sync_flush:
+                if waiter == "async":
+                    result.async_flush = self.flush_service.request_async(end, asyncio.get_running_loop())
+                else:
+                    result.flush_future = self.flush_service.request(end)
+            if replication is not None and self.sync_replication and waiter == "async":
+                self._wait_for_slave(replication, result, end)
         target = arg[0] if isinstance(arg, list) else arg  # a message or a batch: one queue
         self.dispatcher.maybe_drain(target.topic, target.queue_id)
         return result
+
+    @staticmethod
+    def _wait_for_slave(replication: Replication, result: PutMessageResult, end: int) -> None:
+        """SYNC_MASTER (RocketMQ ``handleHA``): wait for a slave that is connected and in
+        sync; with none, answer SLAVE_NOT_AVAILABLE at once (the message is stored here)."""
+        if replication.slave_ok():
+            result.async_replica = replication.wait_replicated(end, asyncio.get_running_loop())
+        else:
+            result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
+            result.remark = "stored on the master; no slave in sync to replicate it to"
 
     def put_message(self, msg: MessageInner) -> PutMessageResult:
         """Append and, under SYNC_FLUSH, wait for the disk (FLUSH_DISK_TIMEOUT on timeout)."""
@@ -480,18 +521,22 @@ class MessageStore:
         Returns the result, marked FLUSH_DISK_TIMEOUT when the flush did not come within
         ``syncFlushTimeout``; a result with nothing to wait for is returned as it is.
         """
+        timeout_s = self.config.sync_flush_timeout / 1000
         future = result.async_flush
-        if future is None:
-            return result
-        result.async_flush = None
-        timer = asyncio.get_running_loop().call_later(
-            self.config.sync_flush_timeout / 1000, _expire_flush_wait, future
-        )
-        durable = await future
-        timer.cancel()
-        if not durable:
-            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-            result.remark = f"not flushed within syncFlushTimeout ({self.config.sync_flush_timeout} ms)"
+        if future is not None:
+            result.async_flush = None
+            if not await _within(future, timeout_s):
+                result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+                result.remark = f"not flushed within syncFlushTimeout ({self.config.sync_flush_timeout} ms)"
+        future = result.async_replica
+        if future is not None:
+            result.async_replica = None
+            if not await _within(future, timeout_s):
+                result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+                result.remark = (
+                    f"stored on the master; no slave confirmed it within syncFlushTimeout "
+                    f"({self.config.sync_flush_timeout} ms)"
+                )
         return result
 
     # -- replication -------------------------------------------------------------------

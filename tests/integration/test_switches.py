@@ -356,17 +356,21 @@ async def test_short_polling_holds_an_empty_pull_for_short_polling_time_mills(tm
         assert changed.code == ResponseCode.SUCCESS and broker.config.short_polling_time_mills == 50
 
 
-def test_the_broker_cli_warns_of_a_broker_role_it_does_not_support(tmp_path: Path) -> None:
+def test_the_broker_cli_refuses_a_slave_without_a_slave_id_with_a_sentence(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text(
         "brokerName = broker-slave\nbrokerIP1 = 127.0.0.1\nlistenPort = 0\n"
         f"storePathRootDir = {tmp_path / 'store'}\nmappedFileSizeCommitLog = 1048576\n"
         "warmMappedFileEnable = false\nbrokerRole = SLAVE\n"
     )
+    with (
+        pytest.raises(RuntimeError, match="brokerRole = SLAVE needs a brokerId above 0"),
+        cli_server("broker", conf),
+    ):
+        pass
+    conf.write_text(conf.read_text() + "brokerId = 1\n")
     with cli_server("broker", conf) as (proc, _address):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
         assert proc.stderr is not None
-        stderr = proc.stderr.read()
-    assert f"warning: {conf}: brokerRole = SLAVE is not supported yet" in stderr
-    assert "runs as a master" in stderr
+        assert "not supported" not in proc.stderr.read()

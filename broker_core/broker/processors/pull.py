@@ -16,19 +16,30 @@ broker does not know (with ``autoCreateSubscriptionGroup = false``), a group wit
 
 Every response carries suggestWhichBrokerId, nextBeginOffset, minOffset and maxOffset as
 strings: the C++ client reads them for every response code.
+
+Reading from slaves (RocketMQ 4.9's rules): with ``slaveReadEnable`` a pull that is far
+behind (more of the log after it than ``accessMessageInMemoryMaxRatio`` percent of the
+machine's memory, so it would read from disk, not the page cache) is told to go to the
+group's ``whichBrokerWhenConsumeSlowly``, and any other pull to the group's ``brokerId``;
+without it every answer suggests the master.  A slave serves pulls either way (that is how
+consumers read on when the master is gone), never stores the offset a pull commits (the
+master's offsets are copied to it), and answers an offset it does not hold with
+PULL_RETRY_IMMEDIATELY rather than correct it: it may simply not have that far yet.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 from broker_core.broker.clients import BROADCASTING
 from broker_core.broker.groups import group_not_exist_remark
-from broker_core.model.groupconfig import SubscriptionGroupConfig
+from broker_core.model.groupconfig import MASTER_ID, SubscriptionGroupConfig
 from broker_core.model.hashcode import tags_code
-from broker_core.model.topicconfig import is_readable
+from broker_core.model.message import PHYSICAL_OFFSET_POS
+from broker_core.model.topicconfig import TopicConfig, is_readable
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader, PullSysFlag
@@ -90,6 +101,10 @@ class PullHoldService:
                     del self._waiting[(topic, queue_id)]
 
 
+# The machine's memory (RocketMQ's TOTAL_PHYSICAL_MEMORY_SIZE).
+_MEMORY_BYTES = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 class PullProcessor:
     def __init__(self, broker: BrokerController, hold: PullHoldService) -> None:
         self.broker = broker
@@ -104,7 +119,7 @@ class PullProcessor:
         if refusal is not None:
             code, remark = refusal
             return self._reply(request, code, remark, None, header.queue_offset)
-        config = self.broker.topics.get(header.topic)
+        config = self.broker.topics.get(header.topic) or self._replicated_topic(header.topic)
         if config is None:
             return self._reply(
                 request,
@@ -137,7 +152,8 @@ class PullProcessor:
             codes = subscription.tag_codes
         store = self.broker.store
         assert store is not None
-        if header.sys_flag & PullSysFlag.COMMIT_OFFSET and header.commit_offset >= 0:
+        slave = self.broker.config.is_slave
+        if header.sys_flag & PullSysFlag.COMMIT_OFFSET and header.commit_offset >= 0 and not slave:
             store.consumer_offsets.commit_offset(
                 getattr(conn, "remote_address", ""),
                 header.consumer_group,
@@ -167,6 +183,16 @@ class PullProcessor:
         if result.status is GetMessageStatus.FOUND:
             self.broker.stats.record_get(header.consumer_group, header.topic, len(result.messages))
         return self._result_reply(request, header, result)
+
+    def _replicated_topic(self, topic: str) -> TopicConfig | None:
+        """On a slave, a topic its store holds queues of but whose config has not been copied
+        yet (created on the master since the last sync, and the master died): readable, so
+        that what was replicated can be read."""
+        store = self.broker.store
+        if not self.broker.config.is_slave or store is None or topic not in store.consume_queues.queues:
+            return None
+        count = max(store.consume_queues.queues[topic], default=0) + 1
+        return TopicConfig(topic, count, count)
 
     def _group_refusal(self, header: PullMessageRequestHeader, conn: Any) -> tuple[int, str] | None:
         """Why the group may not pull here (response code, remark), or None when it may.
@@ -217,23 +243,62 @@ class PullProcessor:
         self, request: RemotingCommand, header: PullMessageRequestHeader, result: GetMessageResult
     ) -> RemotingCommand:
         status = result.status
+        group = self.broker.groups.get(header.consumer_group)
+        suggest = self._suggested_broker(group, result)
         if status is GetMessageStatus.FOUND:
             return self._reply(
-                request, ResponseCode.SUCCESS, None, result, result.next_begin_offset, result.body
+                request, ResponseCode.SUCCESS, None, result, result.next_begin_offset, result.body, suggest
             )
         if status in (GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.MESSAGE_WAS_REMOVING):
             return self._reply(
-                request, ResponseCode.PULL_RETRY_IMMEDIATELY, None, result, result.next_begin_offset
+                request,
+                ResponseCode.PULL_RETRY_IMMEDIATELY,
+                None,
+                result,
+                result.next_begin_offset,
+                b"",
+                suggest,
+            )
+        moved = status.offset_moved or (
+            status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE)
+            and header.queue_offset != 0
+        )
+        if moved and self.broker.config.is_slave:
+            # Not corrected here: a slave may only not have caught up that far yet.
+            back = group.broker_id if group is not None else MASTER_ID
+            return self._reply(
+                request, ResponseCode.PULL_RETRY_IMMEDIATELY, None, result, header.queue_offset, b"", back
             )
         if status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
             if header.queue_offset != 0:
-                return self._reply(request, ResponseCode.PULL_OFFSET_MOVED, None, result, 0)
-            return self._reply(request, ResponseCode.PULL_NOT_FOUND, None, result, header.queue_offset)
+                return self._reply(request, ResponseCode.PULL_OFFSET_MOVED, None, result, 0, b"", suggest)
+            return self._reply(
+                request, ResponseCode.PULL_NOT_FOUND, None, result, header.queue_offset, b"", suggest
+            )
         if status.offset_moved:
             return self._reply(
-                request, ResponseCode.PULL_OFFSET_MOVED, None, result, result.next_begin_offset
+                request, ResponseCode.PULL_OFFSET_MOVED, None, result, result.next_begin_offset, b"", suggest
             )
-        return self._reply(request, ResponseCode.PULL_NOT_FOUND, None, result, result.next_begin_offset)
+        return self._reply(
+            request, ResponseCode.PULL_NOT_FOUND, None, result, result.next_begin_offset, b"", suggest
+        )
+
+    def _suggested_broker(self, group: SubscriptionGroupConfig | None, result: GetMessageResult) -> int:
+        """suggestWhichBrokerId: the master unless ``slaveReadEnable``; then the group's
+        slow-consumer broker for a pull far behind, else the group's own broker."""
+        config = self.broker.config
+        if not config.slave_read_enable or group is None:
+            return MASTER_ID
+        if result.status is GetMessageStatus.FOUND and result.messages:
+            store = self.broker.store
+            assert store is not None
+            pulled_to = int.from_bytes(
+                result.messages[-1][PHYSICAL_OFFSET_POS : PHYSICAL_OFFSET_POS + 8], "big"
+            )
+            behind = store.commit_log.max_offset - pulled_to
+            if behind > _MEMORY_BYTES * config.access_message_in_memory_max_ratio / 100:
+                return group.which_broker_when_consume_slowly
+        return group.broker_id
 
     @staticmethod
     def _reply(
@@ -243,10 +308,12 @@ class PullProcessor:
         result: GetMessageResult | None,
         next_offset: int,
         body: bytes = b"",
+        suggest: int = MASTER_ID,
     ) -> RemotingCommand:
         header = PullMessageResponseHeader(
             next_begin_offset=next_offset,
             min_offset=result.min_offset if result is not None else 0,
             max_offset=result.max_offset if result is not None else 0,
+            suggest_which_broker_id=suggest,
         )
         return request.response(code, remark, ext_fields=header.to_fields(), body=body)

@@ -64,6 +64,8 @@ NOT_ALLOWED_SEND_TOPICS = frozenset(
 _STATUS_CODES = {
     PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
     PutMessageStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
     PutMessageStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
     PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutMessageStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
@@ -140,7 +142,7 @@ class SendProcessor:
     def _answer(
         self, request: RemotingCommand, result: PutMessageResult, queue_id: int
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
-        if result.async_flush is not None:
+        if result.async_flush is not None or result.async_replica is not None:
             return self._answer_when_flushed(request, result, queue_id)
         return self._response(request, result, queue_id)
 
@@ -242,7 +244,8 @@ class SendProcessor:
     async def _answer_when_flushed(
         self, request: RemotingCommand, result: PutMessageResult, queue_id: int
     ) -> RemotingCommand:
-        """SYNC_FLUSH: answer once the records are on disk (FLUSH_DISK_TIMEOUT if not in time)."""
+        """SYNC_FLUSH / SYNC_MASTER: answer once the records are on disk and on a slave
+        (FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT if not in time)."""
         store = self.broker.store
         assert store is not None
         return self._response(request, await store.wait_flushed_async(result), queue_id)

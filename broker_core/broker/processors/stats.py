@@ -116,6 +116,17 @@ class StatsProcessor:
         """The whole offset table as ``consumerOffset.json`` holds it."""
         return request.response(body=orjson.dumps(self._store.consumer_offsets.encode()))
 
+    def all_delay_offsets(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        """The delay-level progress as ``delayOffset.json`` holds it (a slave copies it)."""
+        return request.response(body=orjson.dumps(self._store.schedule.encode()))
+
+    def ha_status(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        """GET_BROKER_HA_STATUS: this broker's replication (``BrokerReplication.status``)."""
+        replication = self.broker.replication
+        if replication is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, "the broker is not started")
+        return request.response(body=orjson.dumps(replication.status()))
+
     def offset_snapshot(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
         """Every committed offset beside its queue's broker offsets, and the traffic totals.
 

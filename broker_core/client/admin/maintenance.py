@@ -17,6 +17,7 @@ from broker_core.client.adminmodels import (
     parse_properties_text,
 )
 from broker_core.errors import AdminError
+from broker_core.model.hastatus import BrokerHAStatus
 from broker_core.model.maintenance import JOBS, PLATFORM
 from broker_core.remoting.codes import RequestCode
 
@@ -48,6 +49,17 @@ class BrokerCalls(AdminRequests):
         text = "".join(f"{key}={value}\n" for key, value in changes.items())
         await self._invoke(broker_addr, RequestCode.UPDATE_BROKER_CONFIG, body=text.encode("utf-8"))
         return await self.broker_config(broker_addr)
+
+    async def ha_status(self, broker_addr: str) -> BrokerHAStatus:
+        """The broker's replication (GET_BROKER_HA_STATUS): a master's slaves and how far
+        behind each is, or a slave's link to its master."""
+        response = await self._invoke(broker_addr, RequestCode.GET_BROKER_HA_STATUS)
+        try:
+            return BrokerHAStatus.from_json(self._json(response, "replication status"))
+        except (KeyError, ValueError, TypeError) as exc:
+            raise AdminError(
+                f"{broker_addr} answered GET_BROKER_HA_STATUS with a malformed body: {exc!r}"
+            ) from None
 
     async def run_maintenance(
         self, broker_addr: str, job: str, *, scheduled: bool = False, lease_ms: int | None = None

@@ -81,11 +81,12 @@ async def group_consumer_ids(instance: ClientInstance, group: str, route: TopicR
 async def queue_offset(
     instance: ClientInstance, code: int, mq: MessageQueue, timestamp_ms: int | None = None
 ) -> int:
-    """GET_MAX_OFFSET / GET_MIN_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP of ``mq`` at its master.
+    """GET_MAX_OFFSET / GET_MIN_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP of ``mq`` at its master
+    (at a slave while the master is down).
 
-    Raises NoRouteError (no master) or BrokerRefusedError.
+    Raises NoRouteError (no broker of that name) or BrokerRefusedError.
     """
-    addr = await instance.find_master(mq.broker_name, mq.topic)
+    addr = await instance.find_broker(mq.broker_name, mq.topic)
     fields = {"topic": mq.topic, "queueId": str(mq.queue_id)}
     if timestamp_ms is not None:
         fields["timestamp"] = str(timestamp_ms)

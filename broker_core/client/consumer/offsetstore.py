@@ -215,7 +215,9 @@ class RemoteBrokerOffsetStore:
         self._table.mark_committed(mq, offset)
 
     async def _master(self, mq: MessageQueue) -> str:
-        return await self.instance.find_master(mq.broker_name, mq.topic)
+        """The queue's master, or while it is down the slave (which keeps what is
+        committed there until the master is back and takes the consumer's offsets again)."""
+        return await self.instance.find_broker(mq.broker_name, mq.topic)
 
     def remove(self, mq: MessageQueue) -> None:
         self._table.remove(mq)

@@ -345,20 +345,10 @@ class PullConsumer:
             raise NoRouteError(f"topic {topic!r} has no readable queue")
         return queues
 
-    async def _addr(self, mq: MessageQueue, *, master: bool = False) -> str:
-        """The broker to ask about ``mq``: its master, or the broker the last pull suggested."""
-        addrs = self.instance.broker_addrs(mq.broker_name)
-        if not addrs:
-            await self.instance.update_route(mq.topic)
-            addrs = self.instance.broker_addrs(mq.broker_name)
-        if not addrs:
-            raise NoRouteError(f"no address of broker {mq.broker_name!r} for {mq}")
-        if master:
-            if MASTER_ID not in addrs:
-                raise NoRouteError(f"broker {mq.broker_name!r} of {mq} has no master")
-            return addrs[MASTER_ID]
-        wanted = self._suggested.get(mq, MASTER_ID)
-        return addrs.get(wanted) or addrs.get(MASTER_ID) or addrs[min(addrs)]
+    async def _addr(self, mq: MessageQueue) -> str:
+        """The broker to pull ``mq`` from: the one the last pull suggested, else its master,
+        else a slave (``ClientInstance.find_broker``)."""
+        return await self.instance.find_broker(mq.broker_name, mq.topic, self._suggested.get(mq, MASTER_ID))
 
     async def _offset_query(
         self, code: RequestCode, mq: MessageQueue, timestamp_ms: int | None = None

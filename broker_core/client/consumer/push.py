@@ -117,6 +117,9 @@ class ProcessQueue:
     # Orderly: the broker's lock is held, and one thread is consuming the queue.
     locked: bool = False
     consuming: bool = False
+    # The broker id the last pull answer suggested (suggestWhichBrokerId): 0, the master,
+    # or a slave when the group reads from slaves.
+    suggested_broker: int = 0
 
     def first(self, count: int) -> list[MessageExt]:
         """The ``count`` oldest messages held (orderly consumption takes them in order)."""
@@ -517,7 +520,7 @@ class PushConsumer:
     async def _pull_once(self, pq: ProcessQueue) -> None:
         assert self._instance is not None and self._store is not None
         mq = pq.mq
-        addr = await self._instance.find_master(mq.broker_name, mq.topic)
+        addr = await self._instance.find_broker(mq.broker_name, mq.topic, pq.suggested_broker)
         expression = self._all_subscriptions().get(mq.topic, "*")
         commit = self._store.offsets().get(mq, NO_OFFSET) if self.clustering else NO_OFFSET
         sys_flag = PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION
@@ -536,7 +539,9 @@ class PushConsumer:
         )
         reply = await self._instance.requests.pull_message(addr, header, PULL_TIMEOUT_S)
         response = reply.response
-        next_offset = reply.header.next_offset_or(pq.next_offset)
+        answer = reply.header
+        next_offset = answer.next_offset_or(pq.next_offset)
+        pq.suggested_broker = answer.suggest_which_broker_id
         if response.code == ResponseCode.SUCCESS:
             self._found(pq, response.body, expression, next_offset)
         elif response.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):

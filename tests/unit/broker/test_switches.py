@@ -72,13 +72,21 @@ def test_the_most_retries_is_the_clients_else_the_groups() -> None:
     assert retry_group_of("%RETRY%g") == "g" and retry_group_of("orders") is None
 
 
-def test_a_broker_role_other_than_async_master_is_reported_unsupported() -> None:
+def test_every_setting_is_acted_on_and_roles_agree_with_ids() -> None:
     store = StoreConfig("/s")
-    assert unsupported_settings(BrokerConfig(), store) == []
-    for role in ("SLAVE", "SYNC_MASTER"):
-        (warning,) = unsupported_settings(BrokerConfig(broker_role=role), store)  # type: ignore[arg-type]
-        assert warning.startswith(f"brokerRole = {role} is not supported yet: this broker runs as a master")
-    assert [s.key for s in UNSUPPORTED_SETTINGS] == ["brokerRole"]
+    assert UNSUPPORTED_SETTINGS == ()
+    for role, broker_id in (("ASYNC_MASTER", 0), ("SYNC_MASTER", 0), ("SLAVE", 1)):
+        config = BrokerConfig(broker_role=role, broker_id=broker_id)  # type: ignore[arg-type]
+        assert unsupported_settings(config, store) == []
+    with pytest.raises(ConfigError, match="SLAVE needs a brokerId above 0"):
+        BrokerConfig(broker_role="SLAVE")
+    with pytest.raises(ConfigError, match="brokerId = 2 is a slave's id"):
+        BrokerConfig(broker_id=2)
+    with pytest.raises(ConfigError, match="haMasterAddress must be host:port"):
+        BrokerConfig(broker_role="SLAVE", broker_id=1, ha_master_address="nohost")
+    assert BrokerConfig(listen_port=10911).ha_port == 10912
+    assert BrokerConfig(listen_port=0).ha_port == 0
+    assert BrokerConfig(ha_listen_port=20000).ha_port == 20000
 
 
 def test_short_polling_time_is_live_and_never_negative() -> None:
