@@ -10,9 +10,42 @@ the same rows, so they agree.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Sequence
+from typing import Literal, TypedDict
 
 from broker_core.client.admin import AdminClient
+
+
+class BrokerRow(TypedDict):
+    """One broker address: who and where it is, and its figures (None when unknown)."""
+
+    cluster: str
+    brokerName: str
+    brokerId: int
+    addr: str
+    role: str
+    version: str | None
+    putTps: float | None
+    getTps: float | None
+    putToday: int | None
+    getToday: int | None
+    diskUsedPercent: float | None
+    bootTimestamp: int | None
+    uptime: str | None
+    topicCount: int | None
+    lastHeartbeat: int | None
+    error: str | None
+
+
+class ClusterTotals(TypedDict):
+    """A cluster's figures summed over the brokers that answered (None when none did)."""
+
+    putTps: float | None
+    getTps: float | None
+    putToday: float | None
+    getToday: float | None
+    brokers: int
+    unreadable: list[str]
 
 
 def _float(table: dict[str, str], key: str, index: int = 0) -> float | None:
@@ -39,7 +72,7 @@ async def master_addrs(admin: AdminClient) -> list[str]:
     return sorted((await admin.cluster_info()).master_addrs().values())
 
 
-async def broker_rows(admin: AdminClient) -> list[dict[str, Any]]:
+async def broker_rows(admin: AdminClient) -> list[BrokerRow]:
     """One row per broker address: cluster, name, id, role, version, TPS in/out, messages
     today, disk use, boot time, last heartbeat (its last registration with the nameserver);
     figures None with ``error`` set when the broker did not answer."""
@@ -56,7 +89,7 @@ async def broker_rows(admin: AdminClient) -> list[dict[str, Any]]:
         admin.broker_heartbeats(),
         return_exceptions=False,
     )
-    rows = []
+    rows: list[BrokerRow] = []
     for (cluster, name, broker_id, addr), table in zip(members, answers, strict=True):
         failed = isinstance(table, BaseException)
         runtime: dict[str, str] = {} if failed else table  # type: ignore[assignment]
@@ -84,12 +117,12 @@ async def broker_rows(admin: AdminClient) -> list[dict[str, Any]]:
     return rows
 
 
-def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def totals(rows: Sequence[BrokerRow]) -> ClusterTotals:
     """Cluster figures from broker rows; a figure is None when no broker could be read."""
     readable = [r for r in rows if not r["error"]]
 
-    def total(key: str) -> float | None:
-        values = [r[key] for r in readable if r[key] is not None]
+    def total(key: Literal["putTps", "getTps", "putToday", "getToday"]) -> float | None:
+        values = [value for r in readable if (value := r[key]) is not None]
         return round(sum(values), 2) if values else None
 
     return {

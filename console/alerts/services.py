@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import orjson
 from django.db import IntegrityError, transaction
@@ -34,7 +34,7 @@ from console.alerts.models import Alert
 from console.core.brokers import admin_call
 from console.core.redis import redis_client
 from console.groups.models import GroupMonitor
-from console.groups.services import group_rows
+from console.groups.services import GroupRow, group_rows
 from console.maintenance.runs import RECENT_KEPT, recent_runs
 from console.maintenance.services import KNOWN_KEY
 from console.quiver import platform_settings
@@ -56,7 +56,7 @@ EXPIRY_SEEN_KEY = "quiver:alerts:expiry-seen"
 class LiveNumbers:
     """A cluster's groups as read now; ``problem`` says why they are unknown (if they are)."""
 
-    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rows: dict[str, GroupRow] = field(default_factory=dict)
     problem: str = ""
 
     def reading(self, group: str) -> rules.Reading:
@@ -77,6 +77,17 @@ class Event:
     webhook_url: str
 
 
+class CheckSummaryJson(TypedDict):
+    """A check's summary as Redis keeps it and the alerts page shows it."""
+
+    atMs: int
+    clusters: int
+    groups: int
+    raised: int
+    resolved: int
+    unknown: list[str]
+
+
 @dataclass
 class CheckSummary:
     clusters: int = 0
@@ -86,7 +97,7 @@ class CheckSummary:
     unknown: list[str] = field(default_factory=list)
     at_ms: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> CheckSummaryJson:
         return {
             "atMs": self.at_ms,
             "clusters": self.clusters,
@@ -114,7 +125,7 @@ def _recently_seen_masters(cluster: str) -> set[str]:
     return seen
 
 
-async def _read(admin: AdminClient) -> tuple[set[str], list[dict[str, Any]], list[str]]:
+async def _read(admin: AdminClient) -> tuple[set[str], list[GroupRow], list[str]]:
     masters = set((await admin.cluster_info()).master_addrs().values())
     rows, unreadable = await group_rows(admin)
     return masters, rows, unreadable
@@ -476,7 +487,7 @@ def record_check(summary: CheckSummary) -> None:
         log.warning("alerts: could not record the check: %s", exc)
 
 
-def last_check() -> dict[str, Any] | None:
+def last_check() -> CheckSummaryJson | None:
     """The last check's summary, or None (never ran, or Redis did not answer)."""
     try:
         raw = redis_client().get(LAST_CHECK_KEY)

@@ -23,7 +23,7 @@ def _announce(event: services.Event) -> None:
 
 
 @shared_task(name="console.alerts.tasks.check_lag_alerts", ignore_result=True)
-def check_lag_alerts() -> dict[str, Any]:
+def check_lag_alerts() -> services.CheckSummaryJson:
     """Check every monitored group against its thresholds; return what changed."""
     summary = services.check_all(_announce)
     services.record_check(summary)

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from broker_core.errors import AdminError
+from console.audit import serializers as out
 from console.audit.models import AuditEntry
 from console.core.access import allowed
 from console.core.apiviews import documented
@@ -45,7 +46,7 @@ class AuditList(APIView):
     ``user``, ``action``, ``cluster``, ``result``, ``target`` (contains), ``since``, ``until``;
     paged by ``page`` and ``page_size`` (up to 200)."""
 
-    @documented("Search the audit log")
+    @documented("Search the audit log", responses=out.AuditPageOut)
     def get(self, request: Request) -> Response:
         rows = search(request)
         try:

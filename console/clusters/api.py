@@ -6,6 +6,7 @@ topology read of ``nameserver``) and responds."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import cast
 
 from django.shortcuts import get_object_or_404
 from rest_framework import status
@@ -15,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from broker_core.errors import AdminError
+from console.clusters import serializers as out
 from console.clusters import services, traffic
 from console.clusters.serializers import AclAccount, BrokerConfigChange, ClusterSerializer, WhiteList
 from console.core.access import allowed, role_name
@@ -31,7 +33,7 @@ class ClusterList(APIView):
     def get_permissions(self) -> list:
         return [IsAuthenticated()] if self.request.method == "GET" else [IsAdminUser()]
 
-    @documented("List the clusters you may see", operation_id="clusters_list")
+    @documented("List the clusters you may see", operation_id="clusters_list", responses=out.ClusterListOut)
     def get(self, request: Request) -> Response:
         clusters = [
             {"name": c.name, "namesrvAddr": c.namesrv_addr, "role": role_name(request.user, c.name)}
@@ -40,7 +42,7 @@ class ClusterList(APIView):
         ]
         return Response({"clusters": clusters})
 
-    @documented("Add a cluster", request=ClusterSerializer)
+    @documented("Add a cluster", request=ClusterSerializer, responses={201: out.ClusterOut})
     def post(self, request: Request) -> Response:
         form = ClusterSerializer(data=request.data)
         form.is_valid(raise_exception=True)
@@ -54,14 +56,14 @@ class ClusterDetail(APIView):
     def get_permissions(self) -> list:
         return [IsAuthenticated()] if self.request.method == "GET" else [IsAdminUser()]
 
-    @documented("One configured cluster")
+    @documented("One configured cluster", responses={200: out.ClusterOut, 404: out.ClusterNotFoundOut})
     def get(self, request: Request, cluster: str) -> Response:
         row = get_object_or_404(Cluster, name=cluster)
         if not allowed(request.user, row.name, "view"):
             return Response({"error": "not_found", "detail": f"no cluster {cluster!r}"}, status=404)
         return Response(services.cluster_fields(row))
 
-    @documented("Change a configured cluster", request=ClusterSerializer)
+    @documented("Change a configured cluster", request=ClusterSerializer, responses=out.ClusterOut)
     def put(self, request: Request, cluster: str) -> Response:
         row = get_object_or_404(Cluster, name=cluster)
         form = ClusterSerializer(row, data=request.data)
@@ -69,7 +71,7 @@ class ClusterDetail(APIView):
         row = services.update_cluster(request, row, form.validated_data)
         return Response(services.cluster_fields(row))
 
-    @documented("Remove a configured cluster")
+    @documented("Remove a configured cluster", responses={204: None})
     def delete(self, request: Request, cluster: str) -> Response:
         services.delete_cluster(request, get_object_or_404(Cluster, name=cluster))
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -78,7 +80,7 @@ class ClusterDetail(APIView):
 class BrokerList(ClusterAPIView):
     """GET: every broker of the cluster with version, role, TPS in/out, messages today, disk use."""
 
-    @documented("Brokers with version, role, TPS, messages today, disk use")
+    @documented("Brokers with version, role, TPS, messages today, disk use", responses=out.BrokerListOut)
     def get(self, request: Request, cluster: str) -> Response:
         rows = self.admin(broker_rows)
         return Response(
@@ -95,12 +97,14 @@ class BrokerConfig(ClusterAPIView):
 
     needs = {"PUT": "admin"}
 
-    @documented("A broker's running settings")
+    @documented("A broker's running settings", responses=out.BrokerConfigOut)
     def get(self, request: Request, cluster: str, addr: str) -> Response:
         config = self.admin(lambda admin: admin.broker_config(addr))
         return Response({"broker": addr, "config": config})
 
-    @documented("Change broker settings until it restarts", request=BrokerConfigChange)
+    @documented(
+        "Change broker settings until it restarts", request=BrokerConfigChange, responses=out.BrokerConfigOut
+    )
     def put(self, request: Request, cluster: str, addr: str) -> Response:
         form = BrokerConfigChange(data=request.data)
         form.is_valid(raise_exception=True)
@@ -111,7 +115,7 @@ class BrokerConfig(ClusterAPIView):
 class Health(ClusterAPIView):
     """GET: the cluster's health checks, each ``{check, ok, detail}``."""
 
-    @documented("Health checks of the cluster")
+    @documented("Health checks of the cluster", responses=out.HealthOut)
     def get(self, request: Request, cluster: str) -> Response:
         checks = self.admin(services.health_checks)
         return Response({"cluster": self.cluster.name, "ok": all(c["ok"] for c in checks), "checks": checks})
@@ -120,7 +124,9 @@ class Health(ClusterAPIView):
 class Schedule(ClusterAPIView):
     """GET: delayed messages waiting per delay level (next due) and pending half messages (age)."""
 
-    @documented("Delayed backlog per level and pending transactional half messages")
+    @documented(
+        "Delayed backlog per level and pending transactional half messages", responses=out.ScheduleOut
+    )
     def get(self, request: Request, cluster: str) -> Response:
         return Response({"cluster": self.cluster.name, **self.admin(services.schedule_rows)})
 
@@ -131,17 +137,21 @@ class Acl(ClusterAPIView):
 
     needs = {"POST": "admin"}
 
-    @documented("The brokers' ACL accounts and white list")
+    @documented("The brokers' ACL accounts and white list", responses=out.AclOut)
     def get(self, request: Request, cluster: str) -> Response:
         show_secrets = allowed(request.user, cluster, "admin")
         rows = self.admin(lambda admin: services.acl_rows(admin, show_secrets=show_secrets))
         return Response({"cluster": self.cluster.name, "brokers": rows})
 
-    @documented("Create or update an ACL account on every master", request=AclAccount)
+    @documented(
+        "Create or update an ACL account on every master",
+        request=AclAccount,
+        responses={201: out.AclAccountSavedOut},
+    )
     def post(self, request: Request, cluster: str) -> Response:
         form = AclAccount(data=request.data)
         form.is_valid(raise_exception=True)
-        account = dict(form.validated_data)
+        account = cast(services.AclAccountData, form.validated_data)
         brokers = services.save_acl_account(request, self.cluster, account)
         return Response(
             {"accessKey": account["accessKey"], "brokers": brokers}, status=status.HTTP_201_CREATED
@@ -153,7 +163,7 @@ class AclAccountDetail(ClusterAPIView):
 
     needs = {"DELETE": "admin"}
 
-    @documented("Delete an ACL account from every master")
+    @documented("Delete an ACL account from every master", responses={204: None})
     def delete(self, request: Request, cluster: str, access_key: str) -> Response:
         services.delete_acl_account(request, self.cluster, access_key)
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -164,7 +174,9 @@ class AclWhiteList(ClusterAPIView):
 
     needs = {"PUT": "admin"}
 
-    @documented("Replace the ACL global white list on every master", request=WhiteList)
+    @documented(
+        "Replace the ACL global white list on every master", request=WhiteList, responses=out.WhiteListOut
+    )
     def put(self, request: Request, cluster: str) -> Response:
         form = WhiteList(data=request.data)
         form.is_valid(raise_exception=True)
@@ -179,7 +191,7 @@ class Traffic(ClusterAPIView):
     charts).  ``top`` lists the topics with the most messages that day; ``asOf`` is when the
     newest snapshot read was taken (epoch ms; null when the day has none)."""
 
-    @documented("Messages per minute over a day, per broker or per topic")
+    @documented("Messages per minute over a day, per broker or per topic", responses=out.TrafficOut)
     def get(self, request: Request, cluster: str) -> Response:
         raw = request.query_params.get("date") or dt.datetime.now(dt.UTC).date().isoformat()
         try:

@@ -19,8 +19,8 @@ from django.urls import reverse
 from console.core.brokers import admin_call
 from console.core.sockets import NO_CHANNEL_LAYER, ClusterSocket
 from console.maintenance.templatetags.maintenance_extras import epoch_ms
+from nameserver.topology import BrokerRow, ClusterTotals, totals
 from nameserver.topology import broker_rows as read_broker_rows
-from nameserver.topology import totals
 
 INTERVAL_S = 2.0
 UNKNOWN = "unknown"
@@ -36,7 +36,7 @@ def count(value: float | None) -> str:
     return floatformat(value, "g") or UNKNOWN
 
 
-def totals_text(figures: dict[str, Any]) -> dict[str, str]:
+def totals_text(figures: ClusterTotals) -> dict[str, str]:
     """The cards' text of ``totals`` (``nameserver.topology.totals``)."""
     return {
         "putTps": rate(figures["putTps"]),
@@ -46,7 +46,7 @@ def totals_text(figures: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def broker_cells(row: dict[str, Any]) -> dict[str, str]:
+def broker_cells(row: BrokerRow) -> dict[str, str]:
     """A broker's cells as templates/clusters/dashboard.html renders them (keep the two alike)."""
     disk = row["diskUsedPercent"]
     return {
@@ -60,7 +60,7 @@ def broker_cells(row: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def broker_rows(cluster: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def broker_rows(cluster: str, rows: list[BrokerRow]) -> list[dict[str, Any]]:
     """The dashboard table's rows, in the page's order: who, where, role, failing, cells."""
     return [
         {
@@ -75,7 +75,7 @@ def broker_rows(cluster: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]
     ]
 
 
-def sample(cluster: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def sample(cluster: str, rows: list[BrokerRow]) -> dict[str, Any]:
     """One push: the time, the totals (numbers and text) and the table's rows."""
     figures = totals(rows)
     return {

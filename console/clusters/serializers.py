@@ -46,3 +46,201 @@ class WhiteList(serializers.Serializer):
     addresses = serializers.ListField(
         child=serializers.RegexField(r"^[0-9A-Fa-f.:*{},-]+$"), allow_empty=True
     )
+
+
+# What the cluster endpoints answer (declared for the OpenAPI document; ``services``,
+# ``traffic`` and ``nameserver.topology`` build it).
+
+
+class ClusterRowOut(serializers.Serializer):
+    """A cluster you may see: its name, nameservers and your role on it (null: none, e.g.
+    a staff user without a grant)."""
+
+    name = serializers.CharField()
+    namesrvAddr = serializers.CharField()  # noqa: N815
+    role = serializers.CharField(allow_null=True)
+
+
+class ClusterListOut(serializers.Serializer):
+    """The clusters you may see."""
+
+    clusters = ClusterRowOut(many=True)
+
+
+class ClusterOut(serializers.Serializer):
+    """A configured cluster (``services.cluster_fields``: the model's field names)."""
+
+    name = serializers.CharField()
+    namesrv_addr = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    created = serializers.DateTimeField()
+
+
+class ClusterNotFoundOut(serializers.Serializer):
+    """No such configured cluster, or not one you may see (404)."""
+
+    error = serializers.CharField()
+    detail = serializers.CharField()
+
+
+class BrokerRowOut(serializers.Serializer):
+    """One broker (``nameserver.topology.broker_rows``): where it is, its role and version,
+    TPS in/out, messages put/got today, disk use, boot time (epoch ms), uptime, topic count
+    and last heartbeat (epoch ms); figures null with ``error`` set when it did not answer."""
+
+    cluster = serializers.CharField()
+    brokerName = serializers.CharField()  # noqa: N815
+    brokerId = serializers.IntegerField()  # noqa: N815
+    addr = serializers.CharField()
+    role = serializers.ChoiceField(choices=["master", "slave"])
+    version = serializers.CharField(allow_null=True)
+    putTps = serializers.FloatField(allow_null=True)  # noqa: N815
+    getTps = serializers.FloatField(allow_null=True)  # noqa: N815
+    putToday = serializers.IntegerField(allow_null=True)  # noqa: N815
+    getToday = serializers.IntegerField(allow_null=True)  # noqa: N815
+    diskUsedPercent = serializers.FloatField(allow_null=True)  # noqa: N815
+    bootTimestamp = serializers.IntegerField(allow_null=True)  # noqa: N815
+    uptime = serializers.CharField(allow_null=True)
+    topicCount = serializers.IntegerField(allow_null=True)  # noqa: N815
+    lastHeartbeat = serializers.IntegerField(allow_null=True)  # noqa: N815
+    error = serializers.CharField(allow_null=True)
+
+
+class BrokerListOut(serializers.Serializer):
+    """Every broker of the cluster, and the addresses of those that did not answer."""
+
+    cluster = serializers.CharField()
+    brokers = BrokerRowOut(many=True)
+    unreadable = serializers.ListField(child=serializers.CharField())
+
+
+class BrokerConfigOut(serializers.Serializer):
+    """A broker's running settings by RocketMQ key name, values as text."""
+
+    broker = serializers.CharField()
+    config = serializers.DictField(child=serializers.CharField(allow_blank=True))
+
+
+class HealthCheckOut(serializers.Serializer):
+    """One check: its name, whether it passed, and what failed (blank when it passed)."""
+
+    check = serializers.CharField()
+    ok = serializers.BooleanField()
+    detail = serializers.CharField(allow_blank=True)
+
+
+class HealthOut(serializers.Serializer):
+    """The cluster's health checks; ``ok`` when every one passed."""
+
+    cluster = serializers.CharField()
+    ok = serializers.BooleanField()
+    checks = HealthCheckOut(many=True)
+
+
+class DelayLevelOut(serializers.Serializer):
+    """One delay level: its delay, the messages waiting and when the next is due (epoch ms;
+    null: none waiting)."""
+
+    level = serializers.IntegerField()
+    delayMs = serializers.IntegerField()  # noqa: N815
+    waiting = serializers.IntegerField()
+    nextDueMs = serializers.IntegerField(allow_null=True)  # noqa: N815
+
+
+class HalfMessageOut(serializers.Serializer):
+    """A transactional half message not yet committed or rolled back: its ids, real topic,
+    producer group, when it was stored, its age and the check-backs sent."""
+
+    queueOffset = serializers.IntegerField()  # noqa: N815
+    msgId = serializers.CharField()  # noqa: N815
+    uniqKey = serializers.CharField(allow_null=True)  # noqa: N815
+    topic = serializers.CharField()
+    producerGroup = serializers.CharField(allow_blank=True)  # noqa: N815
+    storeTimestamp = serializers.IntegerField()  # noqa: N815
+    ageMs = serializers.IntegerField()  # noqa: N815
+    checkBacks = serializers.IntegerField()  # noqa: N815
+
+
+class ScheduleBrokerOut(serializers.Serializer):
+    """One master's schedule (``services.schedule_rows``): the delay levels' backlog and the
+    pending half messages (at most 1000 listed, ``pendingHalfMessages`` counts them all) as
+    of the broker's clock; only ``brokerName``, ``addr`` and ``error`` when it did not answer."""
+
+    brokerName = serializers.CharField()  # noqa: N815
+    addr = serializers.CharField()
+    error = serializers.CharField(allow_null=True)
+    timestampMs = serializers.IntegerField(required=False)  # noqa: N815
+    delayLevels = DelayLevelOut(many=True, required=False)  # noqa: N815
+    halfMessages = HalfMessageOut(many=True, required=False)  # noqa: N815
+    pendingHalfMessages = serializers.IntegerField(required=False)  # noqa: N815
+
+
+class ScheduleOut(serializers.Serializer):
+    """Delayed messages waiting per level and pending half messages, per master."""
+
+    cluster = serializers.CharField()
+    brokers = ScheduleBrokerOut(many=True)
+
+
+class AclAccountOut(serializers.Serializer):
+    """A plain_acl.yml account as the broker answers it (``secretKey`` is ``***`` unless you
+    have the admin role on the cluster)."""
+
+    accessKey = serializers.CharField()  # noqa: N815
+    secretKey = serializers.CharField()  # noqa: N815
+    whiteRemoteAddress = serializers.CharField(allow_blank=True)  # noqa: N815
+    admin = serializers.BooleanField()
+    defaultTopicPerm = serializers.CharField()  # noqa: N815
+    defaultGroupPerm = serializers.CharField()  # noqa: N815
+    topicPerms = serializers.ListField(child=serializers.CharField())  # noqa: N815
+    groupPerms = serializers.ListField(child=serializers.CharField())  # noqa: N815
+
+
+class AclBrokerOut(serializers.Serializer):
+    """One master's ACL: the global white list and the accounts."""
+
+    broker = serializers.CharField()
+    globalWhiteAddrs = serializers.ListField(child=serializers.CharField())  # noqa: N815
+    plainAccessConfigs = AclAccountOut(many=True)  # noqa: N815
+
+
+class AclOut(serializers.Serializer):
+    """Each master's ACL."""
+
+    cluster = serializers.CharField()
+    brokers = AclBrokerOut(many=True)
+
+
+class AclAccountSavedOut(serializers.Serializer):
+    """An account created or updated (201): its access key and the masters it was saved on."""
+
+    accessKey = serializers.CharField()  # noqa: N815
+    brokers = serializers.ListField(child=serializers.CharField())
+
+
+class WhiteListOut(serializers.Serializer):
+    """The global white list now in force, and the masters it was written to."""
+
+    addresses = serializers.ListField(child=serializers.CharField())
+    brokers = serializers.ListField(child=serializers.CharField())
+
+
+class TrafficTopOut(serializers.Serializer):
+    """A series with the most messages that day."""
+
+    name = serializers.CharField()
+    messages = serializers.IntegerField()
+
+
+class TrafficOut(serializers.Serializer):
+    """Messages put per minute over a day (UTC), per broker or per topic: ``series`` maps
+    each name to ``[minute (epoch ms), messages]`` pairs; ``top`` the ten busiest; ``asOf``
+    the newest snapshot read (epoch ms; null when the day has none)."""
+
+    date = serializers.DateField()
+    by = serializers.ChoiceField(choices=["broker", "topic"])
+    asOf = serializers.IntegerField(allow_null=True)  # noqa: N815
+    series = serializers.DictField(
+        child=serializers.ListField(child=serializers.ListField(child=serializers.IntegerField()))
+    )
+    top = TrafficTopOut(many=True)

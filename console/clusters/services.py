@@ -11,7 +11,7 @@ the cluster list is the superusers' (the API checks that).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from broker_core.client.admin import AdminClient
 from broker_core.errors import AdminError
@@ -25,10 +25,64 @@ from nameserver.models import Cluster
 from nameserver.topology import broker_rows, master_addrs
 
 
-async def health_checks(admin: AdminClient) -> list[dict[str, Any]]:
+class HealthCheck(TypedDict):
+    """One check of the cluster: what it checks, whether it passed, and what failed in words."""
+
+    check: str
+    ok: bool
+    detail: str
+
+
+class ScheduleRows(TypedDict):
+    """Per master: ``brokerName``, ``addr``, ``error`` (None when it answered) and, when it
+    answered, its QUIVER_GET_SCHEDULE_STATUS body as the broker sent it (``timestampMs``,
+    ``delayLevels``, ``halfMessages``, ``pendingHalfMessages``)."""
+
+    brokers: list[dict[str, Any]]
+
+
+class AclAccountData(TypedDict):
+    """Validated ``AclAccount`` data: a plain_acl account, RocketMQ's field names."""
+
+    accessKey: str
+    secretKey: NotRequired[str]
+    whiteRemoteAddress: NotRequired[str]
+    admin: NotRequired[bool]
+    defaultTopicPerm: NotRequired[str]
+    defaultGroupPerm: NotRequired[str]
+    topicPerms: NotRequired[list[str]]
+    groupPerms: NotRequired[list[str]]
+
+
+class ClusterInput(TypedDict):
+    """Validated ``ClusterSerializer`` data for a new cluster: the model's fields."""
+
+    name: str
+    namesrv_addr: str
+    description: NotRequired[str]
+
+
+class ClusterChanges(TypedDict, total=False):
+    """Validated ``ClusterSerializer`` data for a listed cluster: the fields to change."""
+
+    name: str
+    namesrv_addr: str
+    description: str
+
+
+class ClusterFields(TypedDict):
+    """A listed cluster as the API shows it (``ClusterSerializer``); ``created`` is ISO 8601."""
+
+    name: str
+    namesrv_addr: str
+    description: str
+    created: str
+
+
+async def health_checks(admin: AdminClient) -> list[HealthCheck]:
     """RocketMQ Dashboard's checks and a few of our own, each ``{check, ok, detail}``."""
     rows = await broker_rows(admin)
-    checks: list[dict[str, Any]] = []
+    checks: list[HealthCheck] = []
     down = [r["addr"] for r in rows if r["error"]]
     checks.append(
         {
@@ -69,7 +123,7 @@ async def health_checks(admin: AdminClient) -> list[dict[str, Any]]:
     return checks
 
 
-async def schedule_rows(admin: AdminClient) -> dict[str, Any]:
+async def schedule_rows(admin: AdminClient) -> ScheduleRows:
     """Per master: the delay levels' backlog with next due times, and pending half messages
     with their age (a broker that does not answer is named, its figures unknown)."""
     info = await admin.cluster_info()
@@ -123,19 +177,19 @@ def update_broker_config(
     return config
 
 
-def save_acl_account(actor: Actor, cluster: ClusterRef, account: dict[str, Any]) -> list[str]:
+def save_acl_account(actor: Actor, cluster: ClusterRef, account: AclAccountData) -> list[str]:
     """Create or update a plain_acl account (RocketMQ's field names; ``admin`` a bool) on
     every master; the audit row holds it without its secret.  Returns the masters' addresses."""
     require(actor, cluster, "admin")
-    account = dict(account)
+    sent: dict[str, object] = dict(account)  # as the broker takes it: ``admin`` as text
     if "admin" in account:
-        account["admin"] = "true" if account["admin"] else "false"
+        sent["admin"] = "true" if account["admin"] else "false"
 
     async def write(admin: AdminClient) -> list[str]:
-        return await on_every_master(admin, lambda addr: admin.update_acl_account(addr, account))
+        return await on_every_master(admin, lambda addr: admin.update_acl_account(addr, sent))
 
     with audited(actor, "acl.account.save", cluster.name, account["accessKey"]) as audit:
-        audit.after = {k: v for k, v in account.items() if k != "secretKey"}
+        audit.after = {k: v for k, v in sent.items() if k != "secretKey"}
         return admin_call(cluster.namesrv_addr, write)
 
 
@@ -163,7 +217,7 @@ def replace_white_list(actor: Actor, cluster: ClusterRef, addresses: list[str]) 
         return admin_call(cluster.namesrv_addr, write)
 
 
-def create_cluster(actor: Actor, fields: dict[str, Any]) -> Cluster:
+def create_cluster(actor: Actor, fields: ClusterInput) -> Cluster:
     """Add a cluster to the list (``fields``: the model's, validated)."""
     with audited(actor, "cluster.create", fields["name"], fields["name"]) as audit:
         cluster = Cluster.objects.create(**fields)
@@ -171,7 +225,7 @@ def create_cluster(actor: Actor, fields: dict[str, Any]) -> Cluster:
     return cluster
 
 
-def update_cluster(actor: Actor, cluster: Cluster, fields: dict[str, Any]) -> Cluster:
+def update_cluster(actor: Actor, cluster: Cluster, fields: ClusterChanges) -> Cluster:
     """Change a listed cluster's ``fields`` (validated)."""
     with audited(actor, "cluster.update", cluster.name, cluster.name) as audit:
         audit.before = cluster_fields(cluster)
@@ -189,6 +243,6 @@ def delete_cluster(actor: Actor, cluster: Cluster) -> None:
         cluster.delete()
 
 
-def cluster_fields(cluster: Cluster) -> dict[str, Any]:
+def cluster_fields(cluster: Cluster) -> ClusterFields:
     """A listed cluster as the API shows it (and the audit log records it)."""
-    return dict(ClusterSerializer(cluster).data)
+    return cast(ClusterFields, dict(ClusterSerializer(cluster).data))

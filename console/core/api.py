@@ -8,6 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from console.core import serializers as out
 from console.core.apiviews import documented
 from console.core.longtasks import status
 from console.core.models import LongTask
@@ -22,7 +23,11 @@ def visible_tasks(request: Request) -> QuerySet[LongTask]:
 class TaskList(APIView):
     """GET: the latest long tasks (``?kind=`` filters, ``?limit=`` up to 200)."""
 
-    @documented("Long tasks you started (all, for staff)", operation_id="tasks_list")
+    @documented(
+        "Long tasks you started (all, for staff)",
+        operation_id="tasks_list",
+        responses={200: out.TaskListOut, 400: out.TaskErrorOut, 503: out.TaskErrorOut},
+    )
     def get(self, request: Request) -> Response:
         tasks = visible_tasks(request)
         if kind := request.query_params.get("kind"):
@@ -40,7 +45,10 @@ class TaskList(APIView):
 class TaskDetail(APIView):
     """GET: one task's state, progress and, once finished, its result or error."""
 
-    @documented("One long task: state, progress, outcome")
+    @documented(
+        "One long task: state, progress, outcome",
+        responses={200: out.TaskOut, 404: out.TaskErrorOut, 503: out.TaskErrorOut},
+    )
     def get(self, request: Request, task_id: str) -> Response:
         row = visible_tasks(request).filter(id=task_id).first()
         if row is None:

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from redis.exceptions import RedisError
 from rest_framework import status
 from rest_framework.permissions import IsAdminUser
@@ -128,7 +129,14 @@ class GroupDlqExport(ClusterAPIView):
     """GET ``?format=csv|jsonl``: the group's dead letters with bodies (base64) and properties.
     Needs the export grant; at most 10,000 per file (``X-Quiver-Truncated: true`` when more)."""
 
-    @documented("Export a group's dead letters (CSV or JSON lines)", query=DlqExportQuery)
+    @documented(
+        "Export a group's dead letters (CSV or JSON lines)",
+        query=DlqExportQuery,
+        responses={
+            (200, "text/csv"): OpenApiTypes.BINARY,
+            (200, "application/x-ndjson"): OpenApiTypes.BINARY,
+        },
+    )
     def get(self, request: Request, cluster: str, group: str) -> Any:
         if not allowed(request.user, cluster, "export"):
             return Response(

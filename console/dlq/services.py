@@ -11,7 +11,8 @@ import asyncio
 import base64
 import csv
 import io
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NotRequired, TypedDict
 
 import orjson
 
@@ -24,6 +25,7 @@ from broker_core.remoting.codes import ResponseCode
 from broker_core.topics import DLQ_GROUP_TOPIC_PREFIX, dlq_topic, retry_topic
 from console.dlq.serializers import MAX_RESEND
 from console.messages import services as messages
+from console.messages.services import MessageSummary
 
 EXPORT_MAX = 10_000
 PAGE_SIZE = 100
@@ -31,11 +33,84 @@ PAGE_SIZE = 100
 OVERVIEW_CONCURRENCY = 16
 
 
+class DeadLetterGroup(TypedDict):
+    """A group's ``%DLQ%`` topic: how many dead letters it keeps, when the oldest and newest
+    were stored (None when it keeps none)."""
+
+    group: str
+    topic: str
+    deadLetters: int
+    oldestStoreTimestamp: int | None
+    newestStoreTimestamp: int | None
+    queues: int
+
+
+class DeadLetterOverview(TypedDict):
+    """Every group with a ``%DLQ%`` topic, most dead letters first, and the totals."""
+
+    groups: list[DeadLetterGroup]
+    total: int
+    groupsWithDeadLetters: int
+
+
+class DeadLetterBrowse(TypedDict):
+    """A time-range page of a group's DLQ (or retry) topic: ``messages.browse``'s page (its
+    figures absent when the group ``never`` had such a topic) with the group named."""
+
+    topic: str
+    begin: NotRequired[int]
+    end: NotRequired[int]
+    tags: NotRequired[str | None]
+    order: NotRequired[str]
+    messages: list[MessageSummary]
+    scanned: NotRequired[int]
+    total: NotRequired[int]
+    progress: NotRequired[float]
+    truncated: bool
+    cursor: str | None
+    never: bool
+    group: str
+    kind: str
+
+
+class ExportRow(MessageSummary):
+    """A dead letter as the export writes it: its summary, original topic, properties, body."""
+
+    originalTopic: str | None
+    properties: dict[str, str]
+    bodyBase64: str
+
+
+class PageBase(TypedDict):
+    group: str
+    kind: str
+    topic: str
+    pageSize: int
+    tag: str
+    key: str
+
+
+class DeadLetterPage(PageBase):
+    """Page ``page`` of ``pages`` of a group's stored DLQ (or retry) messages: positions
+    ``first``-``last`` of ``total``, and the ``spans`` (``[broker, queueId, first, stop]``)
+    "select all" resends, ``selectable`` messages in all."""
+
+    never: bool
+    messages: list[MessageSummary]
+    total: int
+    page: int
+    pages: int
+    first: int
+    last: int
+    spans: list[list[Any]]
+    selectable: int
+
+
 def topic_of(group: str, kind: str) -> str:
     return dlq_topic(group) if kind == "dlq" else retry_topic(group)
 
 
-def matches(row: dict[str, Any], tag: str, key: str) -> bool:
+def matches(row: Mapping[str, Any], tag: str, key: str) -> bool:
     return (not tag or row.get("tags") == tag) and (not key or key in (row.get("keys") or "").split(" "))
 
 
@@ -49,7 +124,7 @@ async def browse(
     cursor: str | None,
     tag: str,
     key: str,
-) -> dict[str, Any]:
+) -> DeadLetterBrowse:
     """A page of the group's DLQ (or retry) messages, filtered by tag and key; the original
     topic of each is shown (``RETRY_TOPIC``).
 
@@ -61,18 +136,25 @@ async def browse(
     except AdminError as exc:
         if exc.code != ResponseCode.TOPIC_NOT_EXIST:
             raise
-        never: dict[str, Any] = {"messages": [], "cursor": None, "truncated": False, "never": True}
-        return {**never, "group": group, "kind": kind, "topic": topic_of(group, kind)}
+        return {
+            "messages": [],
+            "cursor": None,
+            "truncated": False,
+            "never": True,
+            "group": group,
+            "kind": kind,
+            "topic": topic_of(group, kind),
+        }
     page["messages"] = [m for m in page["messages"] if matches(m, tag, key)]
     return {**page, "group": group, "kind": kind, "topic": topic_of(group, kind), "never": False}
 
 
 async def export_rows(
     admin: AdminClient, group: str, kind: str, begin: int, end: int
-) -> tuple[list[dict], bool]:
+) -> tuple[list[ExportRow], bool]:
     """Up to EXPORT_MAX messages with their bodies and properties; True when more were left."""
     topic = topic_of(group, kind)
-    rows: list[dict[str, Any]] = []
+    rows: list[ExportRow] = []
     cursor = None
     while len(rows) < EXPORT_MAX:
         page = await messages.browse(admin, topic, begin, end, min(500, EXPORT_MAX - len(rows)), cursor)
@@ -92,7 +174,7 @@ async def export_rows(
     return rows, True
 
 
-def as_jsonl(rows: list[dict[str, Any]]) -> bytes:
+def as_jsonl(rows: Sequence[Mapping[str, Any]]) -> bytes:
     return b"".join(orjson.dumps(row) + b"\n" for row in rows)
 
 
@@ -108,7 +190,7 @@ CSV_COLUMNS = [
 ]
 
 
-def as_csv(rows: list[dict[str, Any]]) -> bytes:
+def as_csv(rows: Sequence[Mapping[str, Any]]) -> bytes:
     out = io.StringIO()
     writer = csv.DictWriter(out, CSV_COLUMNS, extrasaction="ignore")
     writer.writeheader()
@@ -126,7 +208,7 @@ async def stats_or_none(admin: AdminClient, topic: str) -> TopicStats | None:
         return None
 
 
-async def overview(admin: AdminClient) -> dict[str, Any]:
+async def overview(admin: AdminClient) -> DeadLetterOverview:
     """Every group with a ``%DLQ%`` topic: how many dead letters it keeps, when the oldest and
     newest were stored; most dead letters first.
 
@@ -136,7 +218,7 @@ async def overview(admin: AdminClient) -> dict[str, Any]:
     names = sorted(t for t in await admin.topic_list() if t.startswith(DLQ_GROUP_TOPIC_PREFIX))
     gate = asyncio.Semaphore(OVERVIEW_CONCURRENCY)
 
-    async def one(topic: str) -> dict[str, Any] | None:
+    async def one(topic: str) -> DeadLetterGroup | None:
         async with gate:
             stats = await stats_or_none(admin, topic)
             if stats is None:  # deleted since the nameserver listed it
@@ -247,7 +329,7 @@ async def page_of(
     tag: str = "",
     key: str = "",
     size: int = PAGE_SIZE,
-) -> dict[str, Any]:
+) -> DeadLetterPage:
     """Page ``number`` (from 1) of every stored DLQ (or retry) message of the group, oldest
     first, with the total from the broker's offsets, the positions shown ("1–100"), and the
     spans of "select all".  ``tag`` and ``key`` narrow the rows of the page (not the total).
@@ -255,16 +337,26 @@ async def page_of(
     A group that never dead-lettered has no topic: ``never`` is set and the page is empty.
     """
     topic = topic_of(group, kind)
-    base = {"group": group, "kind": kind, "topic": topic, "pageSize": size, "tag": tag, "key": key}
+    base: PageBase = {"group": group, "kind": kind, "topic": topic, "pageSize": size, "tag": tag, "key": key}
     stats = await stats_or_none(admin, topic)
     if stats is None:
-        empty = {"messages": [], "total": 0, "page": 1, "pages": 1, "first": 0, "last": 0, "spans": []}
-        return {**base, **empty, "never": True, "selectable": 0}
+        return {
+            **base,
+            "messages": [],
+            "total": 0,
+            "page": 1,
+            "pages": 1,
+            "first": 0,
+            "last": 0,
+            "spans": [],
+            "never": True,
+            "selectable": 0,
+        }
     total = stats.total_messages
     pages = max(1, -(-total // size))
     number = min(max(1, number), pages)
     skip = (number - 1) * size
-    rows: list[dict[str, Any]] = []
+    rows: list[MessageSummary] = []
     for broker, msg in await read_spans(admin, topic, spans_at(stats, skip, size)) if total else []:
         rows.append({**messages.summary(msg), "brokerName": broker})
     spans = spans_of(stats)

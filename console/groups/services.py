@@ -14,9 +14,10 @@ the committed offset).  A broker that does not answer leaves its groups' figures
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import orjson
 
@@ -24,7 +25,7 @@ from broker_core.client.admin import AdminClient
 from broker_core.client.adminmodels import as_message_queue
 from broker_core.errors import AdminError
 from broker_core.messagequeue import MessageQueue
-from broker_core.model.groupconfig import SubscriptionGroupConfig
+from broker_core.model.groupconfig import SubscriptionGroupConfig, SubscriptionGroupConfigJson
 from broker_core.remoting import fastjson
 from broker_core.remoting.codes import ResponseCode
 from console.audit.services import audited
@@ -52,7 +53,139 @@ def is_system_group(name: str) -> bool:
     return name in SYSTEM_GROUPS or name.startswith("CID_RMQ_SYS_")
 
 
-async def group_rows(admin: AdminClient) -> tuple[list[dict[str, Any]], list[str]]:
+class GroupRow(TypedDict):
+    """One group of the list.  ``lag`` and ``secondsBehind`` are None when a broker did not
+    answer (its offsets may hold the group's); ``config`` is the first master's
+    subscription config, None when no master has one."""
+
+    group: str
+    lag: int | None
+    secondsBehind: float | None
+    topics: list[str]
+    clients: int
+    messageModel: str | None
+    consumeType: str | None
+    consumeTps: float
+    config: SubscriptionGroupConfigJson | None
+    online: bool
+
+
+@dataclass
+class _GroupTally:
+    """A group's figures while the masters' snapshots and configs are summed."""
+
+    lag: int = 0
+    seconds_behind: float = 0.0
+    topics: set[str] = field(default_factory=set)
+    clients: int = 0
+    message_model: str | None = None
+    consume_type: str | None = None
+    consume_tps: float = 0.0
+    config: SubscriptionGroupConfigJson | None = None
+
+
+class TopicTotal(TypedDict):
+    """A group's progress on one topic: its queues' offsets and lag summed."""
+
+    topic: str
+    brokerOffset: int
+    consumerOffset: int
+    lag: int
+
+
+class GroupDetail(TypedDict):
+    """A group's per-queue progress (``QueueProgress.to_json`` rows with the ``clientId``
+    holding the queue when clients are online), its clients and subscriptions
+    (``ConsumerConnection.to_json``, None when none is online) and its config per broker."""
+
+    group: str
+    totalLag: int
+    consumeTps: float
+    topics: list[TopicTotal]
+    online: bool
+    connection: dict[str, Any] | None
+    queues: list[dict[str, Any]]
+    configs: dict[str, SubscriptionGroupConfigJson]
+
+
+class QueueOffsets(TypedDict):
+    """One queue's range and the group's committed offset on it (-1: none)."""
+
+    min: int
+    max: int
+    current: int
+
+
+class ResetRow(TypedDict):
+    """The change a reset makes on one queue (``delta``: messages skipped, negative when
+    replayed); the queue's range is None for a queue the topic's stats did not list."""
+
+    brokerName: str
+    queueId: int
+    currentOffset: int
+    newOffset: int
+    delta: int
+    minOffset: int | None
+    maxOffset: int | None
+
+
+class ResetResult(ResetRow):
+    """A queue's change as carried out: the offset read back and whether it is the new one."""
+
+    resultOffset: int
+    ok: bool
+
+
+class ResetHow(TypedDict, total=False):
+    """A reset mode's argument: ``timestamp`` (epoch ms) or ``offsets`` ({(brokerName,
+    queueId): offset}); neither for earliest and latest."""
+
+    timestamp: int | None
+    offsets: dict[tuple[str, int], int]
+
+
+class PlanSummary(TypedDict):
+    """A reset plan's totals and, when it skips unconsumed messages, a warning in words."""
+
+    current: int
+    new: int
+    delta: int
+    skipped: int
+    replayed: int
+    warning: str
+
+
+class GroupImpact(TypedDict):
+    """What deleting a group would touch."""
+
+    group: str
+    clientsOnline: int
+    totalLag: int
+    topics: list[str]
+    safe: bool
+
+
+class LagTrend(TypedDict):
+    """Per topic, ``[minute_ms, value]`` points of lag (messages) and seconds behind, and the
+    window they cover."""
+
+    lag: dict[str, list[list[int]]]
+    secondsBehind: dict[str, list[list[float]]]
+    since: int
+    until: int
+
+
+class MonitorData(TypedDict, total=False):
+    """Validated ``MonitorWrite`` data: a group's alert thresholds (a missing one is off)."""
+
+    minClients: int
+    maxLag: int | None
+    maxSecondsBehind: int | None
+    growingMinutes: int | None
+    webhookUrl: str
+
+
+async def group_rows(admin: AdminClient) -> tuple[list[GroupRow], list[str]]:
     """Every group with lag, seconds behind, topics, clients online, model and TPS."""
     info = await admin.cluster_info()
     masters = info.master_addrs()
@@ -66,62 +199,54 @@ async def group_rows(admin: AdminClient) -> tuple[list[dict[str, Any]], list[str
         for answer in (snap if isinstance(snap, BaseException) else config,)
         if isinstance(answer, BaseException)
     ]
-    groups: dict[str, dict[str, Any]] = {}
-
-    def row(name: str) -> dict[str, Any]:
-        return groups.setdefault(
-            name,
-            {
-                "group": name,
-                "lag": 0,
-                "secondsBehind": 0.0,
-                "topics": set(),
-                "clients": 0,
-                "messageModel": None,
-                "consumeType": None,
-                "consumeTps": 0.0,
-                "config": None,
-            },
-        )
-
+    groups: dict[str, _GroupTally] = {}
     for snap in snaps:
         if isinstance(snap, BaseException):
             continue
         for q in snap.queues:
-            r = row(q.group)
-            r["lag"] += q.lag
-            r["topics"].add(q.topic)
+            t = groups.setdefault(q.group, _GroupTally())
+            t.lag += q.lag
+            t.topics.add(q.topic)
             if q.store_timestamp and q.lag:
-                r["secondsBehind"] = max(r["secondsBehind"], (snap.timestamp_ms - q.store_timestamp) / 1000)
+                t.seconds_behind = max(t.seconds_behind, (snap.timestamp_ms - q.store_timestamp) / 1000)
         for name, online in snap.online_groups.items():
-            r = row(name)
-            r["clients"] = max(r["clients"], int(online.get("clients") or 0))
-            r["messageModel"] = online.get("messageModel")
-            r["consumeType"] = online.get("consumeType")
-            r["consumeTps"] += float(online.get("consumeTps") or 0.0)
+            t = groups.setdefault(name, _GroupTally())
+            t.clients = max(t.clients, int(online.get("clients") or 0))
+            t.message_model = online.get("messageModel")
+            t.consume_type = online.get("consumeType")
+            t.consume_tps += float(online.get("consumeTps") or 0.0)
     for table in configs:
         if isinstance(table, BaseException):
             continue
         for name, config in table.items():
-            r = row(name)
-            r["config"] = r["config"] or config.to_json()
-    rows = []
-    for r in groups.values():
-        r["topics"] = sorted(r["topics"])
-        r["online"] = r["clients"] > 0
-        r["secondsBehind"] = round(r["secondsBehind"], 3)
-        if r["messageModel"] is None and r["config"] is not None:
-            r["messageModel"] = "BROADCASTING" if r["config"].get("consumeBroadcastEnable") is False else None
-        if unreadable:  # a group's offsets may live on the broker that did not answer
-            r["lag"] = r["secondsBehind"] = None
-        rows.append(r)
-    rows.sort(key=lambda r: r["group"])
+            t = groups.setdefault(name, _GroupTally())
+            t.config = t.config or config.to_json()
+    rows: list[GroupRow] = []
+    for name, t in sorted(groups.items()):
+        message_model = t.message_model
+        if message_model is None and t.config is not None:
+            message_model = "BROADCASTING" if t.config.get("consumeBroadcastEnable") is False else None
+        # A group's offsets may live on a broker that did not answer: its lag is unknown.
+        rows.append(
+            {
+                "group": name,
+                "lag": None if unreadable else t.lag,
+                "secondsBehind": None if unreadable else round(t.seconds_behind, 3),
+                "topics": sorted(t.topics),
+                "clients": t.clients,
+                "messageModel": message_model,
+                "consumeType": t.consume_type,
+                "consumeTps": t.consume_tps,
+                "config": t.config,
+                "online": t.clients > 0,
+            }
+        )
     return rows, unreadable
 
 
 def filter_groups(
-    rows: list[dict[str, Any]], search: str = "", include_system: bool = False, sort: str = "group"
-) -> list[dict[str, Any]]:
+    rows: list[GroupRow], search: str = "", include_system: bool = False, sort: str = "group"
+) -> list[GroupRow]:
     needle = search.strip().lower()
     shown = [
         r
@@ -133,15 +258,17 @@ def filter_groups(
     key = sort.lstrip("-")
     if key not in ("group", "lag", "secondsBehind", "consumeTps", "clients"):
         raise AdminError(f"cannot sort by {key!r} (group, lag, secondsBehind, consumeTps, clients)")
-    return sorted(
-        shown, key=lambda r: (r[key] is None, r[key] if r[key] is not None else 0), reverse=descending
-    )
+
+    def order(row: Mapping[str, Any]) -> tuple[bool, Any]:
+        return row[key] is None, row[key] if row[key] is not None else 0
+
+    return sorted(shown, key=order, reverse=descending)
 
 
-def topic_totals(queues: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def topic_totals(queues: list[dict[str, Any]]) -> list[TopicTotal]:
     """Per topic, the sums of the per-queue broker offsets, consumer offsets and lag: how far
     the group got through each topic, summed the way the per-queue table reads."""
-    totals: dict[str, dict[str, Any]] = {}
+    totals: dict[str, TopicTotal] = {}
     for q in queues:
         row = totals.setdefault(
             q["topic"], {"topic": q["topic"], "brokerOffset": 0, "consumerOffset": 0, "lag": 0}
@@ -152,7 +279,7 @@ def topic_totals(queues: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [totals[t] for t in sorted(totals)]
 
 
-async def group_detail(admin: AdminClient, group: str) -> dict[str, Any]:
+async def group_detail(admin: AdminClient, group: str) -> GroupDetail:
     """Per-queue progress, clients and subscriptions, and the subscription config per broker."""
     info = await admin.cluster_info()
     masters = info.master_addrs()
@@ -219,7 +346,7 @@ async def queue_owners(
     return owners
 
 
-async def current_offsets(admin: AdminClient, group: str, topic: str) -> dict[MessageQueue, dict[str, int]]:
+async def current_offsets(admin: AdminClient, group: str, topic: str) -> dict[MessageQueue, QueueOffsets]:
     """Per queue of ``topic``: the group's committed offset and the queue's min and max."""
     stats = await admin.topic_stats(topic)
     committed: dict[MessageQueue, int] = {}
@@ -235,9 +362,7 @@ async def current_offsets(admin: AdminClient, group: str, topic: str) -> dict[Me
     }
 
 
-async def plan_reset(
-    admin: AdminClient, group: str, topic: str, mode: str, **how: Any
-) -> list[dict[str, Any]]:
+async def plan_reset(admin: AdminClient, group: str, topic: str, mode: str, **how: Any) -> list[ResetRow]:
     """The per-queue change a reset would make: current offset, new offset, messages moved.
 
     ``mode`` is ``timestamp`` (``timestamp`` ms), ``earliest``, ``latest`` or ``exact``
@@ -273,9 +398,10 @@ async def plan_reset(
                 )
     else:
         raise AdminError(f"unknown reset mode {mode!r} (timestamp, earliest, latest, exact)")
-    plan = []
+    plan: list[ResetRow] = []
     for q, new in sorted(targets.items()):
-        current = now.get(q, {}).get("current", -1)
+        offsets = now.get(q)
+        current = offsets["current"] if offsets else -1
         plan.append(
             {
                 "brokerName": q.broker_name,
@@ -283,8 +409,8 @@ async def plan_reset(
                 "currentOffset": current,
                 "newOffset": new,
                 "delta": new - max(current, 0),
-                "minOffset": now.get(q, {}).get("min"),
-                "maxOffset": now.get(q, {}).get("max"),
+                "minOffset": offsets["min"] if offsets else None,
+                "maxOffset": offsets["max"] if offsets else None,
             }
         )
     return plan
@@ -295,14 +421,14 @@ async def group_known(admin: AdminClient, group: str) -> bool:
     return group in await admin.group_list()
 
 
-def plan_summary(plan: list[dict[str, Any]], mode: str, how: dict[str, Any], now_ms: int) -> dict[str, Any]:
+def plan_summary(plan: Sequence[ResetRow], mode: str, how: ResetHow, now_ms: int) -> PlanSummary:
     """Totals of a reset plan, and a warning in words when it skips messages not consumed yet.
 
     A time in the future is the dangerous case: no message is stored at or after it, so every
     queue moves to its end and the whole backlog is skipped (RocketMQ resolves it the same way).
     """
     skipped = sum(p["delta"] for p in plan if p["delta"] > 0)
-    summary = {
+    summary: PlanSummary = {
         "current": sum(p["currentOffset"] for p in plan),
         "new": sum(p["newOffset"] for p in plan),
         "delta": sum(p["delta"] for p in plan),
@@ -310,7 +436,7 @@ def plan_summary(plan: list[dict[str, Any]], mode: str, how: dict[str, Any], now
         "replayed": -sum(p["delta"] for p in plan if p["delta"] < 0),
         "warning": "",
     }
-    if mode == "timestamp" and how.get("timestamp", 0) > now_ms:
+    if mode == "timestamp" and (how.get("timestamp") or 0) > now_ms:
         summary["warning"] = (
             "That time is in the future: no message is stored after it, so every queue would move "
             f"to its end, skipping {skipped} message(s) this group has not consumed."
@@ -320,22 +446,21 @@ def plan_summary(plan: list[dict[str, Any]], mode: str, how: dict[str, Any], now
     return summary
 
 
-async def apply_reset(
-    admin: AdminClient, group: str, topic: str, plan: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
+async def apply_reset(admin: AdminClient, group: str, topic: str, plan: list[ResetRow]) -> list[ResetResult]:
     """Carry out ``plan`` exactly (online consumers are told), then read back each queue's offset."""
     wanted = {MessageQueue(topic, p["brokerName"], p["queueId"]): p["newOffset"] for p in plan}
     await admin.reset_offsets_exactly(group, wanted)
     after = await current_offsets(admin, group, topic)
-    result = []
+    result: list[ResetResult] = []
     for p in plan:
         q = MessageQueue(topic, p["brokerName"], p["queueId"])
-        now = after.get(q, {}).get("current", -1)
+        offsets = after.get(q)
+        now = offsets["current"] if offsets else -1
         result.append({**p, "resultOffset": now, "ok": now == p["newOffset"]})
     return result
 
 
-async def impact(admin: AdminClient, group: str) -> dict[str, Any]:
+async def impact(admin: AdminClient, group: str) -> GroupImpact:
     """What deleting ``group`` would touch: its clients online and its lag."""
     detail = await group_detail(admin, group)
     clients = len(detail["connection"]["connectionSet"]) if detail["connection"] else 0
@@ -348,7 +473,7 @@ async def impact(admin: AdminClient, group: str) -> dict[str, Any]:
     }
 
 
-def lag_trend(history_dir: Path, cluster: str, group: str, hours: int, now_ms: int) -> dict[str, Any]:
+def lag_trend(history_dir: Path, cluster: str, group: str, hours: int, now_ms: int) -> LagTrend:
     """The group's lag over the last ``hours`` from the offset history (console/maintenance/
     history.py), per topic and minute: ``{"lag": {topic: [[minute_ms, messages]]},
     "secondsBehind": {topic: [[minute_ms, seconds]]}, "since": ms, "until": ms}`` (the
@@ -454,7 +579,7 @@ class ResetSpec:
         return cls(data["topic"], data["mode"], data.get("timestamp"), offsets)
 
     @property
-    def how(self) -> dict[str, Any]:
+    def how(self) -> ResetHow:
         """The mode's argument, as ``plan_reset`` and ``plan_summary`` take it."""
         if self.mode == "timestamp":
             return {"timestamp": self.timestamp}
@@ -463,12 +588,12 @@ class ResetSpec:
         return {}
 
 
-def by_queue(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
+def by_queue(rows: Sequence[Mapping[str, Any]], key: str) -> dict[str, Any]:
     """``{"broker:queue": row[key]}`` for an audit row."""
     return {f"{p['brokerName']}:{p['queueId']}": p[key] for p in rows}
 
 
-def preview_reset(actor: Actor, cluster: ClusterRef, group: str, spec: ResetSpec) -> list[dict[str, Any]]:
+def preview_reset(actor: Actor, cluster: ClusterRef, group: str, spec: ResetSpec) -> list[ResetRow]:
     """The per-queue change a reset would make (current, new, delta); changes nothing, so
     viewers may ask too."""
     require(actor, cluster, "view")
@@ -477,7 +602,7 @@ def preview_reset(actor: Actor, cluster: ClusterRef, group: str, spec: ResetSpec
     )
 
 
-def reset_offsets(actor: Actor, cluster: ClusterRef, group: str, spec: ResetSpec) -> list[dict[str, Any]]:
+def reset_offsets(actor: Actor, cluster: ClusterRef, group: str, spec: ResetSpec) -> list[ResetResult]:
     """Reset the group's offsets on ``spec.topic`` (online consumers are told) and read them
     back (operators; audited ``group.offsets.reset`` with each queue's offset before and
     after); the per-queue result, each with ``resultOffset`` and ``ok``."""
@@ -492,7 +617,7 @@ def reset_offsets(actor: Actor, cluster: ClusterRef, group: str, spec: ResetSpec
     return result
 
 
-def save_thresholds(actor: Actor, cluster: ClusterRef, group: str, data: dict[str, Any]) -> GroupMonitor:
+def save_thresholds(actor: Actor, cluster: ClusterRef, group: str, data: MonitorData) -> GroupMonitor:
     """Create or replace ``group``'s alert thresholds from validated ``MonitorWrite`` data
     (operators; audited ``group.monitor.save``); the alert check in console/alerts reads them."""
     require(actor, cluster, "operate")

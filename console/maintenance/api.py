@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console.core.apiviews import documented
+from console.maintenance import serializers as out
 from console.maintenance import tasks
 from console.maintenance.jobs import job_specs
 from console.maintenance.services import job_overview
@@ -34,7 +35,10 @@ def _redis_down(exc: RedisError) -> Response:
 class JobList(APIView):
     """GET: every job with its schedule, its last run per broker, and whether it is overdue."""
 
-    @documented("Maintenance jobs: last runs, overdue, failing")
+    @documented(
+        "Maintenance jobs: last runs, overdue, failing",
+        responses={200: out.JobOverviewOut, 400: out.JobErrorOut, 503: out.JobErrorOut},
+    )
     def get(self, request: Request) -> Response:
         try:
             overview = job_overview(limit=int(request.query_params.get("recent", 20) or 20))
@@ -50,7 +54,10 @@ class JobRun(APIView):
 
     permission_classes = [IsAdminUser]
 
-    @documented("Run a maintenance job now on every broker")
+    @documented(
+        "Run a maintenance job now on every broker",
+        responses={202: out.JobQueuedOut, 404: out.JobErrorOut, 503: out.JobErrorOut},
+    )
     def post(self, request: Request, job: str) -> Response:
         task = FANOUT_TASKS.get(job)
         if task is None:

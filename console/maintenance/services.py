@@ -26,9 +26,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypedDict
 
 import orjson
+import redis
 from redis.exceptions import LockError
 
 from broker_core.client.admin import AdminClient
@@ -59,6 +60,85 @@ _EXTEND_IF_OURS = (
 _DROP_IF_OURS = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0"
 
 
+class KnownBroker(TypedDict):
+    """A broker seen through the nameservers (Redis ``KNOWN_KEY``, by address): its cluster,
+    the nameservers that listed it, its name, whether it is a master, when last seen."""
+
+    cluster: str
+    namesrv: str
+    name: str
+    master: bool
+    seenMs: int
+
+
+class BrokerRef(TypedDict):
+    """Which broker a row is about."""
+
+    brokerAddr: str
+    brokerName: str
+    cluster: str
+
+
+class UnconsumedLoss(TypedDict):
+    """Messages of ``topic`` an expiry run deleted before ``group`` consumed them."""
+
+    group: str
+    topic: str
+    messages: int
+    queues: int
+
+
+class DeletionRow(TypedDict):
+    """One expiry run that deleted something, as the page and the API show it."""
+
+    brokerAddr: str
+    brokerName: str
+    cluster: str
+    startedMs: int
+    runner: str
+    reason: str
+    segments: list[str]
+    commitLogFilesDeleted: int
+    fromOffset: int
+    toOffset: int
+    messages: int
+    messagesByTopic: dict[str, int]
+    unconsumed: list[UnconsumedLoss]
+    unconsumedMessages: int
+
+
+class BrokerDriver(TypedDict):
+    """A broker seen lately, as it reports its maintenance.  ``jobs`` holds each job's
+    ``MaintenanceJobState.to_json`` and ``damaged`` the store's damaged ranges, as the
+    broker sent them; when the broker did not answer, ``reachable`` is False, ``error``
+    says why and the rest is empty."""
+
+    brokerAddr: str
+    brokerName: str
+    cluster: str
+    master: bool
+    reachable: bool
+    error: str
+    mode: str
+    jobs: dict[str, dict[str, Any]]
+    fallback: list[str]
+    deletions: list[DeletionRow]
+    damaged: list[dict[str, Any]]
+    diskFull: str | None
+
+
+class JobOverview(TypedDict):
+    """What the maintenance page and API show.  ``jobs`` are ``JobStatus.to_json`` with each
+    broker's run given its ``driver``, ``fallback``, ``lastRunBy`` and ``lastRunByBrokerMs``;
+    ``recent`` are ``RunRecord.to_json``."""
+
+    jobs: list[dict[str, Any]]
+    brokers: list[BrokerDriver]
+    fallbackBrokers: list[str]
+    recent: list[dict[str, Any]]
+    deletions: list[DeletionRow]
+
+
 @dataclass(frozen=True)
 class BrokerTarget:
     """A broker a job runs on: its address, its name, the cluster (and nameservers) it is in.
@@ -78,10 +158,10 @@ class BrokerTarget:
         return [self.cluster, self.namesrv_addr, self.broker_name, self.addr, self.missing]
 
 
-def known_brokers(client: Any) -> dict[str, dict[str, Any]]:
+def known_brokers(client: redis.Redis) -> dict[str, KnownBroker]:
     """Every broker seen through the nameservers lately, by address: its cluster, the
     nameservers that listed it, its name, whether it is a master, when it was last seen."""
-    return {k.decode(): orjson.loads(v) for k, v in client.hgetall(KNOWN_KEY).items()}
+    return {as_text(k): orjson.loads(v) for k, v in client.hgetall(KNOWN_KEY).items()}
 
 
 def discover(job: str, *, masters_only: bool = True) -> list[BrokerTarget]:
@@ -94,7 +174,7 @@ def discover(job: str, *, masters_only: bool = True) -> list[BrokerTarget]:
     """
     client = redis_client()
     known = known_brokers(client)
-    seen: dict[str, dict[str, Any]] = {}
+    seen: dict[str, KnownBroker] = {}
     errors = []
     at = now_ms()
     for cluster in managed_clusters():
@@ -342,7 +422,7 @@ async def _statuses(admin: AdminClient, addrs: list[str]) -> list[Any]:
     return list(await asyncio.gather(*calls, return_exceptions=True))
 
 
-def broker_drivers() -> list[dict[str, Any]]:
+def broker_drivers() -> list[BrokerDriver]:
     """Each broker seen lately, as it reports its maintenance: its ``standaloneMaintenance``
     mode, who drives each job (the platform, or the broker itself on fallback because our
     passes stopped reaching it) and who ran each job last.
@@ -361,62 +441,59 @@ def broker_drivers() -> list[dict[str, Any]]:
         except (AdminError, TimeoutError) as exc:
             answers = [exc] * len(addrs)
         states.update(zip(addrs, answers, strict=True))
-    rows = []
+    rows: list[BrokerDriver] = []
     for addr, state in states.items():
         entry = known[addr]
-        row: dict[str, Any] = {
-            "brokerAddr": addr,
-            "brokerName": entry["name"],
-            "cluster": entry["cluster"],
-            "master": entry["master"],
-        }
+        broker: BrokerRef = {"brokerAddr": addr, "brokerName": entry["name"], "cluster": entry["cluster"]}
         if isinstance(state, BaseException):
-            error = str(state) or type(state).__name__
-            row.update(
-                reachable=False,
-                error=error,
-                mode="",
-                jobs={},
-                fallback=[],
-                deletions=[],
-                damaged=[],
-                diskFull=None,
+            rows.append(
+                {
+                    **broker,
+                    "master": entry["master"],
+                    "reachable": False,
+                    "error": str(state) or type(state).__name__,
+                    "mode": "",
+                    "jobs": {},
+                    "fallback": [],
+                    "deletions": [],
+                    "damaged": [],
+                    "diskFull": None,
+                }
             )
-        else:
-            jobs = {job: job_state.to_json() for job, job_state in state.jobs.items()}
-            # The platform drives only file expiry on a slave: the rest is no fallback there.
-            driven = set(jobs) if entry["master"] else {FILE_EXPIRY}
-            fallback = [job for job in state.fallback_jobs if job in driven]
-            deletions = [
-                deletion_row(row, run.started_ms, run.runner, run.details) for run in state.deletions
-            ]
-            row.update(
-                reachable=True,
-                error="",
-                mode=state.mode,
-                jobs=jobs,
-                fallback=fallback,
-                deletions=deletions,
-                damaged=[dict(r) for r in state.damaged_ranges],
-                diskFull=state.disk_full,
-            )
-        rows.append(row)
+            continue
+        jobs = {job: job_state.to_json() for job, job_state in state.jobs.items()}
+        # The platform drives only file expiry on a slave: the rest is no fallback there.
+        driven = set(jobs) if entry["master"] else {FILE_EXPIRY}
+        rows.append(
+            {
+                **broker,
+                "master": entry["master"],
+                "reachable": True,
+                "error": "",
+                "mode": state.mode,
+                "jobs": jobs,
+                "fallback": [job for job in state.fallback_jobs if job in driven],
+                "deletions": [
+                    deletion_row(broker, run.started_ms, run.runner, run.details) for run in state.deletions
+                ],
+                "damaged": [dict(r) for r in state.damaged_ranges],
+                "diskFull": state.disk_full,
+            }
+        )
     return sorted(rows, key=lambda row: (row["cluster"], row["brokerName"], row["brokerAddr"]))
 
 
 # -- what expiry deleted ----------------------------------------------------------------------
 
 
-def deletion_row(
-    broker: dict[str, Any], started_ms: int, runner: str, details: dict[str, Any]
-) -> dict[str, Any]:
+def deletion_row(broker: BrokerRef, started_ms: int, runner: str, details: dict[str, Any]) -> DeletionRow:
     """One expiry run that deleted something, as the page and the API show it.
 
     ``broker`` has the broker's ``brokerAddr``, ``brokerName`` and ``cluster``;
     ``details`` is the run's ExpiryReport as the broker sent it.
     """
     by_topic = {str(t): int(n) for t, n in (details.get("messages_deleted") or {}).items()}
-    unconsumed = [
+    unconsumed: list[UnconsumedLoss] = [
         {
             "group": str(u.get("group", "")),
             "topic": str(u.get("topic", "")),
@@ -452,11 +529,11 @@ def _deleted_anything(details: dict[str, Any]) -> bool:
     )
 
 
-def expiry_deletions(drivers: list[dict[str, Any]], recorded: list[RunRecord]) -> list[dict[str, Any]]:
+def expiry_deletions(drivers: list[BrokerDriver], recorded: list[RunRecord]) -> list[DeletionRow]:
     """Every expiry run known to have deleted something, newest first: what each broker
     keeps (its own runs and the platform's alike, since it started) and the platform's
     recorded runs (which outlive a broker's restart), each run once."""
-    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    rows: dict[tuple[str, int], DeletionRow] = {}
     for broker in drivers:
         for row in broker.get("deletions") or []:
             rows[(row["brokerAddr"], row["startedMs"])] = row
@@ -464,12 +541,16 @@ def expiry_deletions(drivers: list[dict[str, Any]], recorded: list[RunRecord]) -
         if run.job != FILE_EXPIRY or run.status != OK or not _deleted_anything(run.details):
             continue
         started = int(run.details.get("brokerStartedMs") or run.started_ms)
-        broker = {"brokerAddr": run.broker_addr, "brokerName": run.broker_name, "cluster": run.cluster}
-        rows.setdefault((run.broker_addr, started), deletion_row(broker, started, PLATFORM, run.details))
+        ref: BrokerRef = {
+            "brokerAddr": run.broker_addr,
+            "brokerName": run.broker_name,
+            "cluster": run.cluster,
+        }
+        rows.setdefault((run.broker_addr, started), deletion_row(ref, started, PLATFORM, run.details))
     return sorted(rows.values(), key=lambda row: (-row["startedMs"], row["brokerAddr"]))
 
 
-def job_overview(limit: int = 20) -> dict[str, Any]:
+def job_overview(limit: int = 20) -> JobOverview:
     """What the console shows: each job's status (overdue, failing brokers), who drives it on
     each broker (the platform, or the broker on fallback), the recent runs, and what expiry
     deleted lately (``deletions``: segments, messages per topic, groups that had not

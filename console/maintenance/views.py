@@ -18,7 +18,7 @@ def jobs(request: HttpRequest) -> HttpResponse:
     try:
         overview, error = job_overview(), ""
     except RedisError as exc:
-        overview = {"jobs": [], "recent": [], "deletions": []}
+        overview = {"jobs": [], "brokers": [], "fallbackBrokers": [], "recent": [], "deletions": []}
         error = f"the platform's Redis did not answer: {exc}"
     return render(
         request, "maintenance/jobs.html", {**overview, "error": error}, status=503 if error else 200

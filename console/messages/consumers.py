@@ -9,13 +9,12 @@ many it skipped, never silently).  Reading uses tool pulls: no group's offsets m
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from broker_core.client.admin import AdminClient
 from broker_core.messagequeue import MessageQueue
 from console.core.brokers import admin_call
 from console.core.sockets import NO_CHANNEL_LAYER, ClusterSocket
-from console.messages.services import summary
+from console.messages.services import MessageSummary, summary
 
 INTERVAL_S = 1.0
 MAX_PER_TICK = 200
@@ -35,10 +34,10 @@ async def ends(admin: AdminClient, topic: str) -> dict[MessageQueue, tuple[str, 
 
 async def read_new(
     admin: AdminClient, positions: dict[MessageQueue, tuple[str, int]]
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[MessageSummary], int]:
     """Messages past ``positions`` (which advance), and how many were skipped over the cap."""
     now = await ends(admin, next(iter(positions)).topic) if positions else {}
-    found: list[dict[str, Any]] = []
+    found: list[MessageSummary] = []
     skipped = 0
     for queue, (addr, end) in now.items():
         start = positions.get(queue, (addr, end))[1]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import orjson
 
@@ -35,7 +35,53 @@ SCAN_BUDGET = 5_000
 MIN_CHUNK = 32
 
 
-def summary(msg: MessageExt) -> dict[str, Any]:
+class MessageSummary(TypedDict):
+    """What a list shows of a message; ``brokerName`` is None until the reader sets it."""
+
+    msgId: str
+    uniqKey: str | None
+    topic: str
+    brokerName: str | None
+    queueId: int
+    queueOffset: int
+    tags: str | None
+    keys: str | None
+    bornTimestamp: int
+    storeTimestamp: int
+    bodySize: int
+    reconsumeTimes: int
+
+
+class MessageDetail(MessageSummary):
+    """Everything about one message; ``body`` is ``body_views`` (text, JSON, hex)."""
+
+    properties: dict[str, str]
+    bornHost: str
+    storeHost: str
+    commitLogOffset: int
+    sysFlag: int
+    flag: int
+    bodyCrc: int
+    body: dict[str, Any]
+
+
+class MessagePage(TypedDict):
+    """One page of a time-range browse, newest first; ``cursor`` goes on (None at the end)."""
+
+    topic: str
+    begin: int
+    end: int
+    tags: str | None
+    order: str
+    messages: list[MessageSummary]
+    scanned: int
+    total: int
+    progress: float
+    truncated: bool
+    cursor: str | None
+
+
+def summary(msg: MessageExt) -> MessageSummary:
     """What a list shows of a message."""
     return {
         "msgId": msg.msg_id,
@@ -53,7 +99,7 @@ def summary(msg: MessageExt) -> dict[str, Any]:
     }
 
 
-def detail(msg: MessageExt, charset: str = "utf-8") -> dict[str, Any]:
+def detail(msg: MessageExt, charset: str = "utf-8") -> MessageDetail:
     """Everything about one message: properties, hosts, times, flags and body views."""
     return {
         **summary(msg),
@@ -157,7 +203,7 @@ async def browse(
     cursor: str | None,
     *,
     tags: str | None = None,
-) -> dict[str, Any]:
+) -> MessagePage:
     """One page of ``topic``'s messages stored within [begin_ms, end_ms], newest first,
     merged by store time across all its queues (a page is never one queue's alone).
 
@@ -193,7 +239,7 @@ async def browse(
     chunk = max(MIN_CHUNK, -(-limit // max(1, len(live))))
     reader = _Reader(admin, topic, route.read_addrs(), begin_ms, end_ms, parse_tags(state["tags"]), chunk)
     await asyncio.gather(*(reader.fill(lane) for lane in live))
-    found: list[dict[str, Any]] = []
+    found: list[MessageSummary] = []
     while len(found) < limit:
         # Every unfinished queue must offer its next message before the newest is chosen.
         if any(not lane.ready and not lane.exhausted for lane in live):

@@ -123,7 +123,7 @@ def detail(request: HttpRequest, cluster: str, msg_id: str) -> HttpResponse:
     topic = request.GET.get("topic") or None
     charset = request.GET.get("charset", "utf-8")
 
-    async def look(admin: AdminClient) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    async def look(admin: AdminClient) -> tuple[services.MessageDetail, list[dict[str, str]]] | None:
         try:
             msg = await admin.view_message(msg_id)
         except AdminUnreachableError:
@@ -164,7 +164,7 @@ def by_key(request: HttpRequest, cluster: str, topic: str) -> HttpResponse:
     """Messages of ``topic`` whose keys hold ``?key=`` (the broker's index)."""
     ref = cluster_for(request, cluster)
     key = request.GET.get("key", "").strip()
-    rows: list[dict[str, Any]] = []
+    rows: list[services.MessageSummary] = []
     error = ""
     if key:
         found, error = ask(ref, lambda admin: admin.query_by_key(topic, key))

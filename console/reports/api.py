@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -17,10 +18,14 @@ from rest_framework.reverse import reverse
 
 from console.core.apiviews import ClusterAPIView, documented, query_int
 from console.reports import compare, services, tables
+from console.reports import serializers as out
 from console.reports.models import ReportRun
 from console.reports.serializers import RunCreate
 
 PAGE_SIZE_MAX = 200
+
+# A table as a file: its body, or why there is none (no such run or table, or not yet).
+DOWNLOAD_ERRORS: dict[object, object] = {404: out.ReportErrorOut, 409: out.ReportErrorOut}
 
 
 def bad_request(detail: str) -> Response:
@@ -35,7 +40,11 @@ class ReportRunsView(ClusterAPIView):
     """GET: the cluster's runs, newest first (``kind``, ``status``, ``page``, ``page_size``).
     POST ``{kind, since, until | lastMinutes, topics?}``: run a report now (operators); 202."""
 
-    @documented("List report runs", operation_id="clusters_reports_list")
+    @documented(
+        "List report runs",
+        operation_id="clusters_reports_list",
+        responses={200: out.ReportRunPageOut, 400: out.ReportErrorOut},
+    )
     def get(self, request: Request, cluster: str) -> Response:
         _ = self.cluster  # 404 for an unknown cluster
         try:
@@ -52,7 +61,11 @@ class ReportRunsView(ClusterAPIView):
             {"count": count, "page": page, "pageSize": size, "results": [r.to_json() for r in shown]}
         )
 
-    @documented("Run a report now", request=RunCreate)
+    @documented(
+        "Run a report now",
+        request=RunCreate,
+        responses={202: out.ReportRunQueuedOut, 400: out.ReportErrorOut, 503: out.ReportErrorOut},
+    )
     def post(self, request: Request, cluster: str) -> Response:
         form = RunCreate(data=request.data)
         form.is_valid(raise_exception=True)
@@ -85,7 +98,7 @@ class RunMixin(ClusterAPIView):
 class ReportRunDetail(RunMixin):
     """GET: one run: status, progress, summary, and its tables (URLs to read and download)."""
 
-    @documented("One report run")
+    @documented("One report run", responses={200: out.ReportRunDetailOut, 404: out.ReportErrorOut})
     def get(self, request: Request, cluster: str, run_id: str) -> Response:
         run = self.run(run_id)
         if run is None:
@@ -137,7 +150,10 @@ class ReportTable(TableView):
     """GET ``?limit=&offset=&sort=&order=``: rows of one table as JSON (times as epoch ms),
     in file order or sorted by a column over the whole table (``order``: asc or desc)."""
 
-    @documented("Rows of a report table")
+    @documented(
+        "Rows of a report table",
+        responses={200: out.ReportTableOut, 400: out.ReportErrorOut, **DOWNLOAD_ERRORS},
+    )
     def get(self, request: Request, cluster: str, run_id: str, table: str) -> Response:
         run, answer = self.table_or_answer(run_id, table)
         if run is None:
@@ -161,7 +177,10 @@ class ReportTable(TableView):
 class ReportTableCsv(TableView):
     """GET: one table as a CSV file."""
 
-    @documented("Download a report table as CSV")
+    @documented(
+        "Download a report table as CSV",
+        responses={(200, "text/csv"): OpenApiTypes.BINARY, **DOWNLOAD_ERRORS},
+    )
     def get(self, request: Request, cluster: str, run_id: str, table: str) -> Any:
         return self.download(
             run_id, table, lambda run: (tables.as_csv(run.output, run.kind, table), "csv", "text/csv")
@@ -171,7 +190,14 @@ class ReportTableCsv(TableView):
 class ReportTableParquet(TableView):
     """GET: one table's Parquet file (a zip of its part files when there are several)."""
 
-    @documented("Download a report table as Parquet")
+    @documented(
+        "Download a report table as Parquet",
+        responses={
+            (200, "application/vnd.apache.parquet"): OpenApiTypes.BINARY,
+            (200, "application/zip"): OpenApiTypes.BINARY,
+            **DOWNLOAD_ERRORS,
+        },
+    )
     def get(self, request: Request, cluster: str, run_id: str, table: str) -> Any:
         def build(run: ReportRun) -> tuple[bytes, str, str]:
             body, ext = tables.as_parquet(run.output, run.kind, table)
@@ -183,7 +209,10 @@ class ReportTableParquet(TableView):
 class ReportCompare(ClusterAPIView):
     """GET ``?a=<run id>&b=<run id>``: run b against run a (same kind, both succeeded)."""
 
-    @documented("Compare two report runs")
+    @documented(
+        "Compare two report runs",
+        responses={200: out.ReportCompareOut, 400: out.ReportErrorOut, 404: out.ReportErrorOut},
+    )
     def get(self, request: Request, cluster: str) -> Response:
         _ = self.cluster
         ids = request.query_params.get("a", ""), request.query_params.get("b", "")

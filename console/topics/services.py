@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from broker_core.broker.topics import PERM_READ, PERM_WRITE, TopicConfig
 from broker_core.client.admin import AdminClient
@@ -58,7 +58,80 @@ def perm_text(perm: int) -> str:
     return ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-")
 
 
-async def topic_rows(admin: AdminClient) -> tuple[list[dict[str, Any]], list[str]]:
+class TopicRow(TypedDict):
+    """One topic of the list; the figures are None when no master holds its config."""
+
+    name: str
+    type: str
+    brokers: list[str]
+    readQueueNums: int | None
+    writeQueueNums: int | None
+    perm: str | None
+    order: bool
+
+
+class TopicQueue(TypedDict):
+    """One queue of a topic's detail: its offsets and how long a span it retains."""
+
+    brokerName: str
+    queueId: int
+    minOffset: int
+    maxOffset: int
+    messages: int
+    lastUpdateTimestamp: int | None
+    earliestStoreTimestamp: int | None
+    retentionSpanMs: int | None
+
+
+class RouteQueueData(TypedDict):
+    """A broker's queues of the topic as the nameservers route them."""
+
+    brokerName: str
+    readQueueNums: int
+    writeQueueNums: int
+    perm: str
+
+
+class RouteJson(TypedDict):
+    """The topic's route: queue datas, each broker's addresses by id, the order conf."""
+
+    queueDatas: list[RouteQueueData]
+    brokers: dict[str, dict[str, str]]
+    orderTopicConf: str | None
+
+
+class TopicDetail(TypedDict):
+    """A topic's route, per-queue offsets and consumer groups; the page and the API add
+    ``storedToday`` (console/clusters/traffic.py ``topic_today``)."""
+
+    name: str
+    type: str
+    route: RouteJson
+    totalMessages: int
+    queues: list[TopicQueue]
+    consumers: list[str]
+    storedToday: NotRequired[dict[str, int | None]]
+
+
+class ConsumerImpact(TypedDict):
+    """A group consuming the topic: its lag and consume TPS on it."""
+
+    group: str
+    lag: int
+    consumeTps: float
+
+
+class TopicImpact(TypedDict):
+    """What deleting a topic would touch."""
+
+    topic: str
+    messages: int
+    consumers: list[ConsumerImpact]
+    totalLag: int
+    safe: bool
+
+
+async def topic_rows(admin: AdminClient) -> tuple[list[TopicRow], list[str]]:
     """Every topic with its type, brokers, queue counts and permission (one call per master),
     and the brokers that did not answer (their topics' figures are then incomplete)."""
     info, names = await asyncio.gather(admin.cluster_info(), admin.topic_list())
@@ -74,7 +147,7 @@ async def topic_rows(admin: AdminClient) -> tuple[list[dict[str, Any]], list[str
             continue
         for name, config in table.items():
             by_topic.setdefault(name, []).append((broker, config))
-    rows = []
+    rows: list[TopicRow] = []
     for name in sorted(set(names) | set(by_topic)):
         configs = by_topic.get(name, [])
         order = any(c.order for _, c in configs)
@@ -93,19 +166,19 @@ async def topic_rows(admin: AdminClient) -> tuple[list[dict[str, Any]], list[str
 
 
 def filter_topics(
-    rows: list[dict[str, Any]], search: str = "", types: tuple[str, ...] = DEFAULT_TYPES
-) -> list[dict[str, Any]]:
+    rows: list[TopicRow], search: str = "", types: tuple[str, ...] = DEFAULT_TYPES
+) -> list[TopicRow]:
     needle = search.strip().lower()
     return [r for r in rows if r["type"] in types and (not needle or needle in r["name"].lower())]
 
 
-async def topic_detail(admin: AdminClient, topic: str) -> dict[str, Any]:
+async def topic_detail(admin: AdminClient, topic: str) -> TopicDetail:
     """Route, per-queue offsets with retention span, and the groups consuming it."""
     route = await admin.topic_route(topic)
     stats, consumers, earliest = await asyncio.gather(
         admin.topic_stats(topic), admin.topic_consumers(topic), admin.earliest_store_times(topic)
     )
-    queues = []
+    queues: list[TopicQueue] = []
     for q in stats.queues:
         first = earliest.get(q.queue, 0)
         queues.append(
@@ -145,10 +218,10 @@ async def topic_detail(admin: AdminClient, topic: str) -> dict[str, Any]:
     }
 
 
-async def impact(admin: AdminClient, topic: str) -> dict[str, Any]:
+async def impact(admin: AdminClient, topic: str) -> TopicImpact:
     """What deleting ``topic`` would touch: its consumer groups with their lag, its messages, its traffic."""
     stats, consumers = await asyncio.gather(admin.topic_stats(topic), admin.topic_consumers(topic))
-    groups = []
+    groups: list[ConsumerImpact] = []
     for group in consumers:
         try:
             consume = await admin.consume_stats(group, topic)
