@@ -24,6 +24,7 @@ from broker_core.cli.output import Output, key_values, message_json, message_tex
 from broker_core.client.admin import MAINTENANCE_JOBS, AdminClient
 from broker_core.errors import AdminError, BrokerCoreError
 from broker_core.model.groupconfig import SubscriptionGroupConfig
+from broker_core.model.hastatus import BrokerHAStatus
 from broker_core.model.message import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from broker_core.model.topicconfig import TopicConfig
 
@@ -48,12 +49,16 @@ class AdminCommand:
     arguments: tuple[Any, ...]
     run: Runner
     broker_level: bool = False
+    # What ``-c`` addresses, for its help.
+    cluster_scope: str = "master"
 
 
 COMMANDS: dict[str, AdminCommand] = {}
 
 TARGET = "-b|-c"
 """Argument spec: a required choice of ``-b brokerAddr`` or ``-c clusterName``."""
+ANY_TARGET = "[-b|-c]"
+"""Argument spec: ``-b brokerAddr`` or ``-c clusterName``, or neither (every cluster)."""
 
 
 def arg(*flags: str, **kwargs: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
@@ -61,11 +66,13 @@ def arg(*flags: str, **kwargs: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
     return flags, kwargs
 
 
-def command(name: str, help: str, *arguments: Any, broker_level: bool = False) -> Callable[[Runner], Runner]:
+def command(
+    name: str, help: str, *arguments: Any, broker_level: bool = False, cluster_scope: str = "master"
+) -> Callable[[Runner], Runner]:
     """Register the decorated coroutine as the admin command ``name``."""
 
     def register(run: Runner) -> Runner:
-        COMMANDS[name] = AdminCommand(name, help, arguments, run, broker_level)
+        COMMANDS[name] = AdminCommand(name, help, arguments, run, broker_level, cluster_scope)
         return run
 
     return register
@@ -109,20 +116,24 @@ async def cluster_list(admin: AdminClient, args: argparse.Namespace) -> Output:
     if args.cluster is not None and not rows:
         raise AdminError(f"cluster {args.cluster!r} is not registered with the nameservers")
     runtime = await asyncio.gather(*(_runtime_or_none(admin, row[3]) for row in rows))
+    roles = await asyncio.gather(
+        *(_role_or_none(admin, row[3], info_) for row, info_ in zip(rows, runtime, strict=True))
+    )
     data = [
         {
             "cluster": cluster,
             "brokerName": name,
             "brokerId": bid,
+            "brokerRole": role,
             "addr": addr,
             "version": info_.get("brokerVersionDesc") if info_ else None,
             "msgPutTotalTodayNow": info_.get("msgPutTotalTodayNow") if info_ else None,
             "msgGetTotalTodayNow": info_.get("msgGetTotalTodayNow") if info_ else None,
         }
-        for (cluster, name, bid, addr), info_ in zip(rows, runtime, strict=True)
+        for (cluster, name, bid, addr), info_, role in zip(rows, runtime, roles, strict=True)
     ]
     text = table(
-        ["#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#PutToday", "#GetToday"],
+        ["#Cluster Name", "#Broker Name", "#BID", "#Role", "#Addr", "#Version", "#PutToday", "#GetToday"],
         [list(d.values()) for d in data],
     )
     return Output({"brokers": data}, text)
@@ -134,6 +145,20 @@ async def _runtime_or_none(admin: AdminClient, addr: str) -> dict[str, str] | No
         return await admin.broker_runtime_info(addr)
     except AdminError as exc:
         log.info("no runtime info from %s: %s", addr, exc)
+        return None
+
+
+async def _role_or_none(admin: AdminClient, addr: str, runtime: dict[str, str] | None) -> str | None:
+    """ASYNC_MASTER, SYNC_MASTER or SLAVE: from the runtime figures, else from the broker's
+    settings (a broker whose runtime info has no role: RocketMQ's); None when it does not answer."""
+    if runtime is None:
+        return None
+    if runtime.get("brokerRole"):
+        return runtime["brokerRole"]
+    try:
+        return (await admin.broker_config(addr)).get("brokerRole") or None
+    except AdminError as exc:
+        log.info("no settings from %s: %s", addr, exc)
         return None
 
 
@@ -477,11 +502,56 @@ async def _broker_addrs(admin: AdminClient, args: argparse.Namespace) -> list[st
     return addrs
 
 
-@command("brokerStatus", "a broker's runtime figures", TARGET, broker_level=True)
+@dataclass(frozen=True, slots=True)
+class _Member:
+    """A broker of a listing: where the nameservers place it (unknown for ``-b``) and its address."""
+
+    cluster: str | None
+    broker_name: str | None
+    broker_id: int | None
+    addr: str
+
+
+async def _members(admin: AdminClient, cluster: str | None) -> list[_Member]:
+    """Every registered broker, masters and slaves, of ``cluster`` (None: of every cluster),
+    by cluster, broker name and id."""
+    info = await admin.cluster_info()
+    members = [
+        _Member(name, broker.broker_name, bid, addr)
+        for name in sorted(info.clusters)
+        if cluster in (None, name)
+        for broker in info.brokers_of(name)
+        for bid, addr in sorted(broker.addrs.items())
+    ]
+    if cluster is not None and not members:
+        raise AdminError(f"cluster {cluster!r} is not registered with the nameservers")
+    return members
+
+
+@command(
+    "brokerStatus",
+    "a broker's runtime figures: its role and, for a master, its slaves' lag",
+    TARGET,
+    broker_level=True,
+    cluster_scope="master and slave",
+)
 async def broker_status(admin: AdminClient, args: argparse.Namespace) -> Output:
-    addrs = await _broker_addrs(admin, args)
-    tables = await asyncio.gather(*(admin.broker_runtime_info(a) for a in addrs))
-    return _per_broker(addrs, tables, ": ", by_addr=args.cluster is not None)
+    if args.cluster is None:
+        return _per_broker(
+            [args.broker_addr], [await admin.broker_runtime_info(args.broker_addr)], ": ", False
+        )
+    # Every broker of the cluster, as mqadmin's: one that does not answer is shown so, not fatal.
+    addrs = [m.addr for m in await _members(admin, args.cluster)]
+    answers = await asyncio.gather(*(admin.broker_runtime_info(a) for a in addrs), return_exceptions=True)
+    tables: list[dict[str, str]] = []
+    for addr, answer in zip(addrs, answers, strict=True):
+        if isinstance(answer, AdminError):
+            log.info("no runtime info from %s: %s", addr, answer)
+            answer = {"error": str(answer)}
+        elif isinstance(answer, BaseException):
+            raise answer
+        tables.append(answer)
+    return _per_broker(addrs, tables, ": ", by_addr=True)
 
 
 @command("getBrokerConfig", "a broker's running settings", TARGET, broker_level=True)
@@ -502,6 +572,184 @@ def _per_broker(
         for a, t in zip(addrs, tables, strict=True)
     )
     return Output(dict(zip(addrs, tables, strict=True)), text)
+
+
+@command(
+    "haStatus",
+    "replication: each master's slaves and their lag, each slave's link to its master",
+    ANY_TARGET,
+    broker_level=True,
+    cluster_scope="master and slave",
+)
+async def ha_status(admin: AdminClient, args: argparse.Namespace) -> Output:
+    if args.broker_addr is not None:
+        members = [_Member(None, None, None, args.broker_addr)]
+        answers: list[BrokerHAStatus | str] = [await admin.ha_status(args.broker_addr)]
+    else:
+        members = await _members(admin, args.cluster)
+        if not members:
+            raise AdminError("no broker is registered with the nameservers")
+        answers = list(await asyncio.gather(*(_ha_or_error(admin, m.addr) for m in members)))
+    entries = [_ha_entry(m, a) for m, a in zip(members, answers, strict=True)]
+    # A slave's distance from its master, when its master is in the listing.
+    ends = {e["addr"]: e["maxOffset"] for e in entries if e["side"] == "master" and not e["error"]}
+    for entry in entries:
+        if entry["side"] == "slave" and not entry["error"]:
+            end = ends.get(entry["masterAddr"])
+            entry["behindMasterBytes"] = None if end is None else max(0, end - entry["maxOffset"])
+    return Output({"brokers": entries}, _ha_text(entries))
+
+
+async def _ha_or_error(admin: AdminClient, addr: str) -> BrokerHAStatus | str:
+    """The broker's replication status, or why there is none (the listing goes on)."""
+    try:
+        return await admin.ha_status(addr)
+    except AdminError as exc:
+        log.info("no replication status from %s: %s", addr, exc)
+        return str(exc)
+
+
+def _ha_entry(member: _Member, answer: BrokerHAStatus | str) -> dict[str, Any]:
+    """One broker of ``haStatus --json``: its place, then its side's figures (or ``error``)."""
+    entry: dict[str, Any] = {
+        "cluster": member.cluster,
+        "brokerName": member.broker_name,
+        "brokerId": member.broker_id,
+        "addr": member.addr,
+    }
+    if isinstance(answer, str):
+        # Where it would sit were it answering: brokerId 0 is a master's place.
+        side = "master" if member.broker_id == 0 else "slave"
+        return {
+            **entry,
+            "brokerRole": None,
+            "side": side,
+            "error": answer,
+            "maxOffset": None,
+        }
+    entry["brokerName"] = member.broker_name or answer.broker_name
+    entry.update(brokerRole=answer.broker_role, side=answer.side, error=None, maxOffset=answer.max_offset)
+    if answer.side == "master":
+        entry.update(
+            haAddr=answer.ha_addr,
+            slaves=[s.to_json() for s in answer.slaves],
+            inSyncSlaves=sum(1 for s in answer.slaves if s.in_sync),
+            problems=list(answer.problems),
+        )
+    else:
+        entry.update(
+            masterAddr=answer.master_addr,
+            masterHaAddr=answer.master_ha_addr,
+            connected=answer.connected,
+            lastFrameMs=answer.last_frame_ms,
+            lastSyncMs=answer.last_sync_ms,
+            problem=answer.problem,
+            syncProblem=answer.sync_problem,
+            behindMasterBytes=None,
+        )
+    return entry
+
+
+def _ha_text(entries: list[dict[str, Any]]) -> str:
+    """The masters, the slaves connected to each, and the slave brokers: one table each."""
+    masters = [e for e in entries if e["side"] == "master"]
+    slaves = [e for e in entries if e["side"] == "slave"]
+    sections = []
+    if masters:
+        rows = [
+            (
+                m["brokerName"],
+                m["addr"],
+                m["brokerRole"],
+                m.get("haAddr"),
+                m["maxOffset"],
+                None if m["error"] else len(m["slaves"]),
+                None if m["error"] else m["inSyncSlaves"],
+                m["error"] or (m["problems"][-1] if m["problems"] else None),
+            )
+            for m in masters
+        ]
+        headers = [
+            "#Broker Name",
+            "#Addr",
+            "#Role",
+            "#HA Addr",
+            "#Max Offset",
+            "#Slaves",
+            "#In Sync",
+            "#Problem",
+        ]
+        sections.append("Masters:\n" + table(headers, rows))
+        links = [
+            (
+                m["brokerName"],
+                m["addr"],
+                s["addr"],
+                s["ackedOffset"],
+                s["behindBytes"],
+                _duration(s["behindMs"]),
+                s["inSync"],
+                format_timestamp(s["lastReportMs"]),
+            )
+            for m in masters
+            if not m["error"]
+            for s in m["slaves"]
+        ]
+        headers = [
+            "#Broker Name",
+            "#Master Addr",
+            "#Slave (HA peer)",
+            "#Acked Offset",
+            "#Behind Bytes",
+            "#Behind",
+            "#In Sync",
+            "#Last Report",
+        ]
+        body = table(headers, links) if links else "none: no slave is connected"
+        sections.append("Slaves connected to each master:\n" + body)
+    if slaves:
+        slave_rows = [
+            (
+                s["brokerName"],
+                s["addr"],
+                s["brokerRole"],
+                s.get("masterAddr"),
+                s.get("masterHaAddr"),
+                None if s["error"] else s["connected"],
+                s["maxOffset"],
+                s.get("behindMasterBytes"),
+                format_timestamp(s["lastFrameMs"]) if not s["error"] else None,
+                s["error"] or s["problem"] or s["syncProblem"],
+            )
+            for s in slaves
+        ]
+        headers = [
+            "#Broker Name",
+            "#Addr",
+            "#Role",
+            "#Master Addr",
+            "#Master HA Addr",
+            "#Connected",
+            "#Max Offset",
+            "#Behind Bytes",
+            "#Last Frame",
+            "#Problem",
+        ]
+        sections.append("Slaves:\n" + table(headers, slave_rows))
+    return "\n\n".join(sections)
+
+
+def _duration(ms: int) -> str:
+    """How long behind: ``0ms``, ``850ms``, ``12.3s``, ``4m05s``, ``2h07m``."""
+    if ms < 1_000:
+        return f"{ms}ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f}s"
+    minutes, seconds = divmod(ms // 1000, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
 
 
 @command(
@@ -578,10 +826,12 @@ def add_admin_commands(subparsers: Any) -> None:
     for cmd in COMMANDS.values():
         parser = subparsers.add_parser(cmd.name, parents=[common], help=cmd.help, description=cmd.help)
         for spec in cmd.arguments:
-            if spec == TARGET:
-                target = parser.add_mutually_exclusive_group(required=True)
+            if spec in (TARGET, ANY_TARGET):
+                target = parser.add_mutually_exclusive_group(required=spec == TARGET)
                 target.add_argument("-b", "--brokerAddr", dest="broker_addr", help="one broker, ip:port")
-                target.add_argument("-c", "--clusterName", dest="cluster", help="every master of a cluster")
+                target.add_argument(
+                    "-c", "--clusterName", dest="cluster", help=f"every {cmd.cluster_scope} of a cluster"
+                )
             else:
                 flags, kwargs = spec
                 parser.add_argument(*flags, **kwargs)

@@ -246,7 +246,11 @@ class StatsProcessor:
             "producerGroups": len(broker.clients.producer_groups()),
             "topicCount": len(broker.topics.all()),
             "standaloneMaintenance": broker.maintenance.mode,
+            "brokerId": broker.config.broker_id,
+            "brokerRole": broker.config.broker_role,
         }
+        if broker.replication is not None:
+            table.update(_replication_figures(broker.replication.status()))
         table.update(store.stats)
         for job, state in broker.maintenance.status()["jobs"].items():
             table[f"maintenance.{job}.driver"] = state["driver"]
@@ -258,6 +262,40 @@ class StatsProcessor:
                 table[f"maintenance.{job}.result"] = run["result"]
                 table[f"maintenance.{job}.runner"] = run["runner"]
         return {key: "" if value is None else str(value) for key, value in table.items()}
+
+
+def _replication_figures(status: dict[str, Any]) -> dict[str, Any]:
+    """The runtime keys of a broker's replication (``BrokerReplication.status``).
+
+    A master: its connected and in-sync slaves, each slave's lag under ``haSlave.<addr>``
+    (the HA link's peer address), and RocketMQ's ``slaveFallBehindMuch``: the bytes of its
+    log the most advanced slave does not hold (the whole log while no slave is connected).
+    A slave: its master, whether the HA link is up, and the link's last problem.
+    """
+    if status.get("role") == "master":
+        slaves = status.get("slaves", [])
+        best = max((s["ackedOffset"] for s in slaves), default=0)
+        figures: dict[str, Any] = {
+            "haConnectedSlaves": len(slaves),
+            "haInSyncSlaves": sum(1 for s in slaves if s["inSync"]),
+            "slaveFallBehindMuch": max(0, status["maxOffset"] - best),
+        }
+        for slave in slaves:
+            key = f"haSlave.{slave['addr']}"
+            figures[f"{key}.ackedOffset"] = slave["ackedOffset"]
+            figures[f"{key}.behindBytes"] = slave["behindBytes"]
+            figures[f"{key}.behindMs"] = slave["behindMs"]
+            figures[f"{key}.inSync"] = str(slave["inSync"]).lower()
+        if status.get("problems"):
+            figures["haProblem"] = status["problems"][-1]
+        return figures
+    return {
+        "haMasterAddr": status.get("masterAddr", ""),
+        "haMasterHaAddr": status.get("masterHaAddr", ""),
+        "haConnected": str(bool(status.get("connected"))).lower(),
+        "haLastFrameMs": status.get("lastFrameMs", 0),
+        "haProblem": status.get("problem") or status.get("syncProblem") or "",
+    }
 
 
 def _runtime_text(seconds: int) -> str:
