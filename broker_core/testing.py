@@ -51,8 +51,10 @@ def small_store_config(store_dir: str | Path, **overrides: Any) -> StoreConfig:
 async def run_broker(
     store_dir: str | Path, namesrv_addr: str = "", *, store: dict[str, Any] | None = None, **settings: Any
 ) -> AsyncIterator[BrokerController]:
-    """A running broker on a free loopback port, registered with ``namesrv_addr``."""
-    config = BrokerConfig(broker_ip1="127.0.0.1", listen_port=0, namesrv_addr=namesrv_addr, **settings)
+    """A running broker on a free loopback port (or ``listen_port``), registered with ``namesrv_addr``."""
+    config = BrokerConfig(
+        **{"broker_ip1": "127.0.0.1", "listen_port": 0, "namesrv_addr": namesrv_addr, **settings}
+    )
     broker = BrokerController(config, small_store_config(store_dir, **(store or {})))
     await broker.start()
     try:

@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 
 SLAVE_SYNC_SECONDS = 10.0
 SYNC_TIMEOUT_SECONDS = 5.0
+# A slave whose link is down registers again this often (not only every 30 s) to learn
+# where its master is now: a master started after it, or restarted on another address.
+FIND_MASTER_SECONDS = 2.0
 
 
 class BrokerReplication:
@@ -51,6 +54,7 @@ class BrokerReplication:
         self.last_sync_ms = 0
         self.sync_problem = ""
         self._sync_task: asyncio.Task[None] | None = None
+        self._find_task: asyncio.Task[None] | None = None
 
     @property
     def is_slave(self) -> bool:
@@ -70,6 +74,7 @@ class BrokerReplication:
             )
             self.slave.start()
             self._sync_task = asyncio.create_task(self._sync_loop(), name="slave-sync")
+            self._find_task = asyncio.create_task(self._find_master_loop(), name="slave-find-master")
             return
         self.master = HAMaster(
             store,
@@ -87,7 +92,8 @@ class BrokerReplication:
 
     async def stop(self) -> None:
         await stop_task(self._sync_task)
-        self._sync_task = None
+        await stop_task(self._find_task)
+        self._sync_task = self._find_task = None
         loop = asyncio.get_running_loop()
         if self.slave is not None:
             await loop.run_in_executor(None, self.slave.stop)
@@ -118,6 +124,13 @@ class BrokerReplication:
     def _ha_master(self) -> str:
         """Where the slave's link dials (called from its thread before each connection)."""
         return self.config.ha_master_address or self.master_ha_addr
+
+    async def _find_master_loop(self) -> None:
+        while True:
+            await asyncio.sleep(FIND_MASTER_SECONDS)
+            registration = self.broker.registration
+            if self.slave is not None and not self.slave.connected_to and registration is not None:
+                await registration.register_all()
 
     # -- the slave's copy of its master's metadata ------------------------------------------
 

@@ -209,7 +209,17 @@ class RemoteBrokerOffsetStore:
     async def _commit(self, mq: MessageQueue, offset: Offset) -> None:
         addr = await self._master(mq)
         header = UpdateConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id, offset)
-        response = await self.instance.requests.update_consumer_offset(addr, header)
+        try:
+            response = await self.instance.requests.update_consumer_offset(addr, header)
+        except RemotingError:
+            # The broker may be gone (a master down): read the route again, and if it names
+            # another broker of the set now (its slave), commit there.
+            await self.instance.update_route(mq.topic)
+            retry = await self._master(mq)
+            if retry == addr:
+                raise
+            addr = retry
+            response = await self.instance.requests.update_consumer_offset(addr, header)
         if response.code != ResponseCode.SUCCESS:
             raise refused(addr, f"the offset commit of {self.group!r} for {mq}", response)
         self._table.mark_committed(mq, offset)
