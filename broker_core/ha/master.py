@@ -190,6 +190,16 @@ class HAMaster:
 
     # -- status ------------------------------------------------------------------------
 
+    def _age_at(self, offset: int, now: int) -> int:
+        """How long ago the first record at or after ``offset`` (a record start, or a
+        segment's blank tail) was stored: how far behind a slave holding up to it is."""
+        commit_log = self.store.commit_log
+        stored = commit_log.store_timestamp_at(offset)
+        if stored < 0:  # a blank tail: the next segment's first record
+            size = commit_log.file_size
+            stored = commit_log.store_timestamp_at(offset - offset % size + size)
+        return max(0, now - stored) if stored > 0 else 0
+
     def status(self) -> MasterHAStatus:
         store = self.store
         end = store.commit_log.max_offset
@@ -201,8 +211,7 @@ class HAMaster:
             behind = max(0, end - link.acked_offset)
             behind_ms = 0
             if behind:
-                stored = store.commit_log.store_timestamp_at(link.acked_offset)
-                behind_ms = max(0, now - stored) if stored > 0 else 0
+                behind_ms = self._age_at(link.acked_offset, now)
             slaves.append(
                 SlaveLinkStatus(
                     addr=link.addr,

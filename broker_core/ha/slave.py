@@ -63,6 +63,7 @@ class HASlave:
         self.housekeeping_ms = housekeeping_interval_ms
         self.clock_ms = clock_ms
         self.connected_to = ""
+        self.local_addr = ""
         self.received_bytes = 0
         self.last_frame_ms = 0
         self.problem = ""
@@ -91,6 +92,7 @@ class HASlave:
             connected=bool(self.connected_to),
             max_offset=self.store.commit_log.max_offset,
             received_bytes=self.received_bytes,
+            local_addr=self.local_addr if self.connected_to else "",
             last_frame_ms=self.last_frame_ms,
             problem=self.problem,
         )
@@ -123,10 +125,15 @@ class HASlave:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(self.heartbeat_s)
         self._sock = sock
+        host, port = sock.getsockname()[:2]
+        self.local_addr = f"{host}:{port}"
         if self._stopping.is_set():
             return
         store = self.store
-        self._report(sock)
+        # First where this log ends (the master sends from there), then after each frame the
+        # end of the whole records held (what is acknowledged, so a send is confirmed only
+        # once its record is whole here).
+        sock.sendall(REPORT.pack(store.commit_log.max_offset))
         self.connected_to = addr
         log.info("HA: copying from master %s from offset %d", addr, store.commit_log.max_offset)
         header = bytearray(TRANSFER_HEADER.size)
@@ -157,7 +164,7 @@ class HASlave:
             self._report(sock)
 
     def _report(self, sock: socket.socket) -> None:
-        sock.sendall(REPORT.pack(self.store.commit_log.max_offset))
+        sock.sendall(REPORT.pack(self.store.replica_held))
 
     def _close(self) -> None:
         self.connected_to = ""

@@ -77,6 +77,8 @@ class SlaveHAStatus:
     max_offset: int
     # Bytes received from masters since this broker started.
     received_bytes: int = 0
+    # This end of the link (ip:port): what the master's status lists the link as.
+    local_addr: str = ""
     last_frame_ms: int = 0
     problem: str = ""
 
@@ -87,6 +89,7 @@ class SlaveHAStatus:
             "connected": self.connected,
             "maxOffset": self.max_offset,
             "receivedBytes": self.received_bytes,
+            "localAddr": self.local_addr,
             "lastFrameMs": self.last_frame_ms,
             "problem": self.problem,
         }
@@ -108,6 +111,7 @@ class BrokerHAStatus:
     # A slave's:
     master_addr: str = ""
     master_ha_addr: str = ""
+    local_addr: str = ""
     connected: bool = False
     last_frame_ms: int = 0
     last_sync_ms: int = 0
@@ -127,6 +131,7 @@ class BrokerHAStatus:
             problems=[str(p) for p in obj.get("problems", [])],
             master_addr=str(obj.get("masterAddr", "")),
             master_ha_addr=str(obj.get("masterHaAddr", "")),
+            local_addr=str(obj.get("localAddr", "")),
             connected=bool(obj.get("connected", False)),
             last_frame_ms=int(obj.get("lastFrameMs", 0)),
             last_sync_ms=int(obj.get("lastSyncMs", 0)),

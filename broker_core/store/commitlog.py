@@ -46,6 +46,7 @@ from broker_core.model.message import (
     DispatchRequest,
     DispatchRun,
     MessageBatchInner,
+    MessageExt,
     MessageInner,
     blank_marker,
     check_record,
@@ -110,9 +111,9 @@ _NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 # (physical offset, size, queue offset, store timestamp, message): what the dispatcher
 # needs from an append, without re-reading the record.  An encoded batch written in C is
-# one entry whose DispatchRun holds all its records; a slave's records come as the
-# DispatchRequest read from its master's bytes (``store.replica``).
-Appended = tuple[int, int, int, int, MessageInner | DispatchRun | DispatchRequest]
+# one entry whose DispatchRun holds all its records; a slave's records come decoded from
+# its master's bytes (``store.replica``).
+Appended = tuple[int, int, int, int, MessageInner | DispatchRun | MessageExt]
 
 
 class DiskFullError(OSError):
@@ -407,9 +408,9 @@ class CommitLog:
         return self.read(phys, size)
 
     def store_timestamp_at(self, phys: int) -> int:
-        """STORETIMESTAMP of the record at ``phys`` (-1 when none is there)."""
+        """STORETIMESTAMP of the record at ``phys`` (-1 when no record starts there)."""
         head = self.read(phys, 72)
-        if head is None or len(head) < 72:
+        if head is None or len(head) < 72 or int.from_bytes(head[4:8], "big") != MESSAGE_MAGIC_CODE:
             return -1
         sys_flag = int.from_bytes(head[36:40], "big", signed=True)
         pos = store_timestamp_pos(sys_flag)

@@ -2,7 +2,7 @@
 
 In normal running the commit log hands each append's dispatch entry to ``CommitLog.appended``
 and the dispatcher drains it in commit-log order, so nothing is decoded twice.  On a slave
-the entries are the records its master's chunks completed (``store.replica``).
+the entries are the records its master's chunks completed, decoded (``store.replica``).
 
 Who drains: under the GIL a second thread adds no parallelism, only lock handoffs, which
 cost more than the dispatching itself.  So the work is shared: while appends keep coming,
@@ -31,12 +31,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from broker_core.model.hashcode import tags_code as tags_code_of
 from broker_core.model.message import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
     DispatchRequest,
     DispatchRun,
+    MessageInner,
 )
 from broker_core.store.indexfile import record_items
 from broker_core.topics import SCHEDULE_TOPIC
@@ -207,15 +209,15 @@ class Dispatcher:
                 # A whole encoded batch: its entries come packed from the commit log.
                 entries, count, items = msg.cq_entries, msg.count, msg.index_items
             else:
-                if isinstance(msg, DispatchRequest):  # a record a slave took from its master
-                    items = record_items(topic, phys, store_ts, msg.uniq_key, msg.keys)
-                else:
-                    props = msg.properties
-                    items = record_items(topic, phys, store_ts, props.get("UNIQ_KEY"), props.get("KEYS"))
+                props = msg.properties
+                items = record_items(topic, phys, store_ts, props.get("UNIQ_KEY"), props.get("KEYS"))
                 if msg.sys_flag & TRANSACTION_TYPE_MASK in _SKIP_CQ:
                     index_items.extend(items)
                     continue
-                tags_code = msg.tags_code
+                # A slave's record (MessageExt, from its master's bytes) has its tags' hash made here.
+                tags_code = (
+                    msg.tags_code if isinstance(msg, MessageInner) else tags_code_of(props.get("TAGS"))
+                )
                 if topic == SCHEDULE_TOPIC:
                     tags_code = store_ts + delays[min(msg.queue_id, len(delays) - 1)]
                 entries, count = pack(phys, size, tags_code), 1

@@ -27,8 +27,16 @@ from broker_core.model.message import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     TRANSACTION_TYPE_MASK,
-    check_record,
+    MessageExt,
+    RecordFormatError,
+    py_decode_record,
 )
+from broker_core.store.mappedfile import MappedFile
+
+try:
+    from broker_core._speedups import decode_records as _c_decode_records
+except ImportError:  # pragma: no cover - machines without a compiler
+    _c_decode_records = None  # type: ignore[assignment]
 from broker_core.store.commitlog import NO_QUEUE_SLOT, CommitLog
 
 log = logging.getLogger(__name__)
@@ -86,9 +94,7 @@ class ReplicaWriter:
 
     def _dispatch_completed(self) -> int:
         """Queue every whole record between ``parsed_end`` and the log's end for dispatch."""
-        log_ = self.commit_log
-        queue = log_.queue
-        table = log_.topic_queue_table
+        queue = self.commit_log.queue
         count = 0
         while True:
             mf = queue.find(self.parsed_end)
@@ -96,6 +102,13 @@ class ReplicaWriter:
                 return count
             pos = self.parsed_end - mf.file_from_offset
             written = mf.wrote_position
+            if written - pos < _HEAD:
+                return count
+            # The whole records from ``pos`` in one pass (in C when it is built), then what
+            # stopped it: the end of what has arrived, a blank tail, or bytes that are wrong.
+            pos, done = self._take_records(mf, pos, written)
+            count += done
+            self.parsed_end = mf.file_from_offset + pos
             if written - pos < _HEAD:
                 return count
             total = int.from_bytes(mf.mm[pos : pos + 4], "big", signed=True)
@@ -107,18 +120,53 @@ class ReplicaWriter:
                 continue
             if magic == MESSAGE_MAGIC_CODE and 0 < total <= mf.file_size - pos and written - pos < total:
                 return count  # the rest of this record comes with the next chunk
-            size, request = check_record(mf.mm, pos, written)
-            if request is None or request.commit_log_offset != self.parsed_end:
-                raise ReplicaMismatch(
-                    f"the bytes at commit-log offset {self.parsed_end} are not a valid record "
-                    "(the master's log and this one differ there)"
-                )
-            if request.sys_flag & TRANSACTION_TYPE_MASK not in NO_QUEUE_SLOT:
-                key = (request.topic, request.queue_id)
-                table[key] = max(table.get(key, 0), request.queue_offset + 1)
-            log_.appended.append(
-                (self.parsed_end, size, request.queue_offset, request.store_timestamp, request)
+            raise ReplicaMismatch(
+                f"the bytes at commit-log offset {self.parsed_end} are not a valid record "
+                "(the master's log and this one differ there)"
             )
-            self.parsed_end += size
-            log_.records_end = self.parsed_end
-            count += 1
+
+    def _take_records(self, mf: MappedFile, pos: int, written: int) -> tuple[int, int]:
+        """Queue the valid whole records of ``mf`` from ``pos`` for dispatch; return where
+        they end and how many there were."""
+        log_ = self.commit_log
+        table = log_.topic_queue_table
+        appended = log_.appended
+        base = mf.file_from_offset
+        with memoryview(mf.mm) as whole, whole[:written] as view:
+            if _c_decode_records is not None:
+                records, _stopped = _c_decode_records(view, MessageExt, True, pos)
+            else:
+                records = _py_records(view, pos)
+        done = 0
+        for msg in records:
+            size = msg.store_size
+            if msg.commit_log_offset != base + pos or not msg.body_crc_ok:
+                break  # reported by the caller, which looks at the bytes here
+            if msg.sys_flag & TRANSACTION_TYPE_MASK not in NO_QUEUE_SLOT:
+                key = (msg.topic, msg.queue_id)
+                if table.get(key, 0) <= msg.queue_offset:
+                    table[key] = msg.queue_offset + 1
+            appended.append((base + pos, size, msg.queue_offset, msg.store_timestamp, msg))
+            pos += size
+            done += 1
+        if done:
+            log_.records_end = base + pos
+        return pos, done
+
+
+def _py_records(view: memoryview, pos: int) -> list[MessageExt]:
+    """The whole records from ``pos`` (machines without the C speedups)."""
+    out = []
+    while len(view) - pos >= _HEAD:
+        total = int.from_bytes(view[pos : pos + 4], "big", signed=True)
+        if (
+            int.from_bytes(view[pos + 4 : pos + 8], "big") != MESSAGE_MAGIC_CODE
+            or not 0 < total <= len(view) - pos
+        ):
+            break
+        try:
+            out.append(py_decode_record(view, pos))
+        except (RecordFormatError, UnicodeDecodeError, ValueError):
+            break
+        pos += total
+    return out

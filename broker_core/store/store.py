@@ -555,6 +555,14 @@ class MessageStore:
             self.dispatcher.drain(blocking=False)
         return count
 
+    @property
+    def replica_held(self) -> int:
+        """A slave's store: the end of the whole records it holds (a chunk may have ended
+        inside one); what it acknowledges to its master."""
+        if self._replica is None:
+            return self.commit_log.max_offset
+        return self._replica.parsed_end
+
     def replica_chunk(self, offset: int, max_bytes: int) -> bytes | None:
         """A master's store: up to ``max_bytes`` of the commit log from ``offset``, never past
         the end of its segment or what is written (b"" when nothing is there yet); None when
