@@ -145,6 +145,11 @@ QUIVER: QuiverSettings = {
     "ALERT_WEBHOOK_URL": envstr("QUIVER_ALERT_WEBHOOK_URL", ""),
     "ALERT_WEBHOOK_TIMEOUT_SECONDS": envint("QUIVER_ALERT_WEBHOOK_TIMEOUT_SECONDS", 3, minimum=1),
     "ALERT_WEBHOOK_ATTEMPTS": envint("QUIVER_ALERT_WEBHOOK_ATTEMPTS", 2, minimum=1, maximum=10),
+    # Replication alerts and the dashboard's broker sets: a slave further behind its master
+    # than this (bytes of commit log, or seconds since the oldest byte it lacks was stored)
+    # is flagged and alerted on, as is a slave whose link is down (0 = that limit is off).
+    "REPLICATION_MAX_BEHIND_BYTES": envint("QUIVER_REPLICATION_MAX_BEHIND_BYTES", 64 << 20, minimum=0),
+    "REPLICATION_MAX_BEHIND_SECONDS": envint("QUIVER_REPLICATION_MAX_BEHIND_SECONDS", 30, minimum=0),
     # Seconds each broker call of a job may take before the broker is reported down.
     "BROKER_TIMEOUT_SECONDS": envint("QUIVER_BROKER_TIMEOUT_SECONDS", 5, minimum=1),
     # A broker the nameservers stop listing is still tried and reported down for this long.

@@ -1,5 +1,6 @@
 """An alert: one threshold of one group crossed, from when it was raised until it cleared;
-or messages of the group deleted by file expiry before it consumed them."""
+or messages of the group deleted by file expiry before it consumed them; or a slave broker
+disconnected from its master or too far behind it."""
 
 from __future__ import annotations
 
@@ -33,12 +34,17 @@ class Alert(models.Model):
     # Not a threshold: file expiry deleted messages the group had not consumed (the value
     # is how many; open until the group's offsets are past the gap, see services.py).
     EXPIRED = "expired"
+    # Not a group's: a slave of a broker set whose HA link is down or that is further behind
+    # its master than QUIVER_REPLICATION_MAX_BEHIND_*; ``group`` names the slave
+    # (``<brokerName>-slave-<brokerId>``), the value is the bytes behind (0 when unknown).
+    REPLICATION = "replication"
     KINDS = [
         (LAG, "messages behind"),
         (SECONDS_BEHIND, "seconds behind"),
         (GROWING, "lag growing"),
         (CLIENTS, "clients online"),
         (EXPIRED, "unconsumed messages deleted by expiry"),
+        (REPLICATION, "slave disconnected or behind"),
     ]
     WEBHOOK_NONE = "none"
     WEBHOOK_PENDING = "pending"

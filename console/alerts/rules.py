@@ -193,3 +193,51 @@ def evaluate(limits: Thresholds, reading: Reading, grown: Growth | None = None) 
             Verdict(CLIENTS, BREACHED if under else CLEAR, reading.clients, limits.min_clients, text)
         )
     return verdicts
+
+
+# -- replication ----------------------------------------------------------------------------
+
+REPLICATION = "replication"
+
+
+def _bytes(value: int) -> str:
+    """Bytes in words: 512 B, 3.2 MiB."""
+    if value < 1024:
+        return f"{value} B"
+    size, unit = value / 1024, "KiB"
+    for bigger in ("MiB", "GiB", "TiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{size:.1f} {unit}"
+
+
+def replication(
+    connected: bool,
+    behind_bytes: int | None,
+    behind_ms: int | None,
+    max_bytes: int,
+    max_ms: int,
+    down_why: str = "",
+) -> Verdict:
+    """A slave's verdict: breached when its HA link is down (``down_why`` says why, if known)
+    or it is behind its master by more than ``max_bytes`` or ``max_ms`` (0: that limit is
+    off); unknown when it is connected but the figures a limit needs could not be read.
+    The value is the bytes behind (0 when unknown), the threshold ``max_bytes``."""
+    value = behind_bytes if behind_bytes is not None else 0
+    if not connected:
+        text = "disconnected from its master" + (f" ({down_why})" if down_why else "")
+        return Verdict(REPLICATION, BREACHED, value, max_bytes, text)
+    over = []
+    if max_bytes and behind_bytes is not None and behind_bytes > max_bytes:
+        over.append(f"{_bytes(behind_bytes)} behind, above {_bytes(max_bytes)}")
+    if max_ms and behind_ms is not None and behind_ms > max_ms:
+        over.append(f"{_fmt(behind_ms / 1000)} s behind, above {_fmt(max_ms / 1000)} s")
+    if over:
+        return Verdict(REPLICATION, BREACHED, value, max_bytes, "; ".join(over))
+    if (max_bytes and behind_bytes is None) or (max_ms and behind_ms is None):
+        return Verdict(REPLICATION, UNKNOWN, None, max_bytes, "connected, how far behind unknown")
+    words = _bytes(behind_bytes) if behind_bytes is not None else "?"
+    if behind_ms is not None:
+        words += f", {_fmt(behind_ms / 1000)} s"
+    return Verdict(REPLICATION, CLEAR, value, max_bytes, f"connected, {words} behind: within the limits")

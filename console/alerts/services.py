@@ -9,11 +9,16 @@ cluster is unread — every figure unknown, so no alert of it is raised or resol
 its nameservers do not answer, a master does not answer, it has no master at all, or a
 master the maintenance jobs saw lately is no longer listed (a broker that went down is
 dropped by the nameservers: its groups' lag is unknown, not zero).
+
+The same check watches replication (``check_replication``): a slave whose HA link is down,
+or that is further behind its master than ``QUIVER_REPLICATION_MAX_BEHIND_BYTES`` /
+``_SECONDS``, gets a ``replication`` alert, resolved once it is connected and within them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -31,6 +36,7 @@ from broker_core.errors import AdminError
 from broker_core.model.maintenance import FILE_EXPIRY
 from console.alerts import rules
 from console.alerts.models import Alert
+from console.clusters import replication
 from console.core.brokers import admin_call
 from console.core.redis import redis_client
 from console.groups.models import GroupMonitor
@@ -254,12 +260,13 @@ def apply_verdicts(
 def check_cluster(cluster: ClusterRef, summary: CheckSummary) -> list[Event]:
     """Check every monitored group of ``cluster``; resolve alerts of groups no longer monitored.
 
-    Expiry alerts are no threshold's: ``check_expiry`` keeps them.
+    Expiry and replication alerts are no group threshold's: ``check_expiry`` and
+    ``check_replication`` keep them.
     """
     monitors = {m.group: m for m in GroupMonitor.objects.filter(cluster=cluster.name)}
     open_by_group: dict[str, dict[str, Alert]] = {}
     open_alerts = Alert.objects.filter(cluster=cluster.name, resolved_at__isnull=True).exclude(
-        kind=Alert.EXPIRED
+        kind__in=(Alert.EXPIRED, Alert.REPLICATION)
     )
     for alert in open_alerts:
         open_by_group.setdefault(alert.group, {})[alert.kind] = alert
@@ -450,6 +457,71 @@ def check_expiry(cluster: ClusterRef, summary: CheckSummary) -> list[Event]:
     return events
 
 
+def _down_why(broker_set: replication.BrokerSet, slave: replication.SlaveRow) -> str:
+    if broker_set["master"] is None:
+        return "master down"
+    reasons = [slave["error"], broker_set["error"], *slave["problems"]]
+    return next((r for r in reasons if r), "")
+
+
+def check_replication(cluster: ClusterRef, summary: CheckSummary) -> list[Event]:
+    """Raise a ``replication`` alert for every slave of ``cluster`` whose HA link is down
+    (or that does not answer, or whose master is down) or that is behind its master by more
+    than the limits, and resolve it once the slave is connected and within them.
+
+    A slave the nameservers stopped listing is remembered (``replication.note_slaves``) and
+    stays alerted until it is back, or resolved as forgotten once neither the listing nor
+    the memory has had it for ``QUIVER_FORGET_BROKER_SECONDS``.  Nothing is raised or
+    resolved when the nameservers do not answer.  Events go to the global webhook.
+    """
+    remembered = replication.remembered_slaves(cluster.name)
+    limits = replication.LagLimits.from_settings()
+    try:
+        sets = admin_call(
+            cluster.namesrv_addr, lambda admin: replication.broker_sets(admin, remembered, limits)
+        )
+    except (AdminError, TimeoutError, OSError) as exc:
+        summary.unknown.append(f"{cluster.name}: replication unknown: {exc or 'timed out'}")
+        return []
+    replication.note_slaves(cluster.name, sets)
+    now = timezone.now()
+    hook = platform_settings()["ALERT_WEBHOOK_URL"]
+    open_alerts = {
+        a.group: a
+        for a in Alert.objects.filter(cluster=cluster.name, kind=Alert.REPLICATION, resolved_at__isnull=True)
+    }
+    events: list[Event] = []
+    checked: set[str] = set()
+    for broker_set in sets:
+        for slave in broker_set["slaves"]:
+            if slave["brokerId"] is None:  # a link no listed slave accounts for: shown, not alerted
+                continue
+            name = replication.slave_key(broker_set["brokerName"], slave["brokerId"])
+            checked.add(name)
+            verdict = rules.replication(
+                slave["connected"],
+                slave["behindBytes"],
+                slave["behindMs"],
+                limits.max_bytes,
+                limits.max_ms,
+                _down_why(broker_set, slave),
+            )
+            verdict = dataclasses.replace(verdict, message=f"slave {slave['addr']} {verdict.message}")
+            current = {Alert.REPLICATION: open_alerts[name]} if name in open_alerts else {}
+            for kind, alert in apply_verdicts(cluster.name, name, [verdict], current, now):
+                events.append(Event(kind, alert, hook))
+    forget_s = platform_settings()["FORGET_BROKER_SECONDS"]
+    for name, alert in sorted(open_alerts.items()):
+        # Neither listed nor remembered: gone for good once untouched that long (a Redis
+        # that did not answer hides the memory for a while, not for ever).
+        if name not in checked and (now - alert.updated_at).total_seconds() > forget_s:
+            why = f"the slave has not been listed for {forget_s} s: forgotten"
+            resolved = _resolve(alert, None, why, now)
+            if resolved is not None:
+                events.append(Event(RESOLVED, resolved, hook))
+    return events
+
+
 def check_all(announce: Callable[[Event], None]) -> CheckSummary:
     """Check every managed cluster; ``announce`` each raise and resolve (after the DB has it).
 
@@ -459,7 +531,11 @@ def check_all(announce: Callable[[Event], None]) -> CheckSummary:
     summary = CheckSummary()
     for cluster in managed_clusters():
         try:
-            events = check_cluster(cluster, summary) + check_expiry(cluster, summary)
+            events = (
+                check_cluster(cluster, summary)
+                + check_expiry(cluster, summary)
+                + check_replication(cluster, summary)
+            )
         except Exception:  # one cluster's trouble never stops the others' check
             log.exception("alerts: checking cluster %s failed", cluster.name)
             summary.unknown.append(f"{cluster.name}: check failed")

@@ -1,7 +1,8 @@
 """REST endpoints of clusters and brokers: the cluster list, brokers with figures, broker
-config (read; changed where RocketMQ allows it, by admins), health checks, the delay
-schedule, ACL accounts and traffic over a day.  Each view parses, calls ``services`` (or a
-topology read of ``nameserver``) and responds."""
+sets and their replication, broker config (read; changed where RocketMQ allows it, by
+admins), health checks, the delay schedule, ACL accounts and traffic over a day.  Each view
+parses, calls ``services`` (or ``replication``, or a topology read of ``nameserver``) and
+responds."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from broker_core.errors import AdminError
+from console.clusters import replication, services, traffic
 from console.clusters import serializers as out
-from console.clusters import services, traffic
 from console.clusters.serializers import AclAccount, BrokerConfigChange, ClusterSerializer, WhiteList
 from console.core.access import allowed, role_name
 from console.core.apiviews import ClusterAPIView, documented
@@ -88,6 +89,26 @@ class BrokerList(ClusterAPIView):
                 "cluster": self.cluster.name,
                 "brokers": rows,
                 "unreadable": [r["addr"] for r in rows if r["error"]],
+            }
+        )
+
+
+class BrokerSets(ClusterAPIView):
+    """GET: each broker set (brokers sharing a name): master, role, ``slaveReadEnable``, and
+    per slave its HA link as both sides see it (connected, offset acknowledged, lag in bytes
+    and ms, in sync, problems); a broker that does not answer is named with its error."""
+
+    @documented("Broker sets: masters, slaves and replication lag", responses=out.BrokerSetsOut)
+    def get(self, request: Request, cluster: str) -> Response:
+        remembered = replication.remembered_slaves(self.cluster.name)
+        limits = replication.LagLimits.from_settings()
+        sets = self.admin(lambda admin: replication.broker_sets(admin, remembered, limits))
+        return Response(
+            {
+                "cluster": self.cluster.name,
+                "maxBehindBytes": limits.max_bytes,
+                "maxBehindSeconds": limits.max_ms // 1000,
+                "brokerSets": sets,
             }
         )
 

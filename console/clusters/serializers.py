@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from console.clusters.replication import STATES
 from nameserver.models import Cluster
 
 
@@ -244,3 +245,61 @@ class TrafficOut(serializers.Serializer):
         child=serializers.ListField(child=serializers.ListField(child=serializers.IntegerField()))
     )
     top = TrafficTopOut(many=True)
+
+
+class ReplicaOut(serializers.Serializer):
+    """One slave of a broker set (``replication.broker_sets``): the master's view of its HA
+    link joined with the slave's own.  ``brokerId`` null: a link the master holds that no
+    listed slave accounts for; ``registered`` false: a slave the nameservers no longer list
+    (remembered from earlier checks).  ``connected``: the link is up by every side that
+    answered.  ``ackedOffset``, ``behindMs`` (age of the oldest byte it lacks), ``inSync``
+    and ``lastReportMs`` (epoch ms) are the master's figures, null without a link;
+    ``behindBytes`` the master's, else the master's log end less ``maxOffset`` (what the
+    slave holds).  ``lagging``: behind more than the replication limits (null: unknown).
+    ``problems``: the slave's own (link, metadata sync) and the master's refusals of it;
+    ``error``: why the slave could not be read."""
+
+    addr = serializers.CharField()
+    brokerId = serializers.IntegerField(allow_null=True)  # noqa: N815
+    registered = serializers.BooleanField()
+    connected = serializers.BooleanField()
+    maxOffset = serializers.IntegerField(allow_null=True)  # noqa: N815
+    ackedOffset = serializers.IntegerField(allow_null=True)  # noqa: N815
+    behindBytes = serializers.IntegerField(allow_null=True)  # noqa: N815
+    behindMs = serializers.IntegerField(allow_null=True)  # noqa: N815
+    inSync = serializers.BooleanField(allow_null=True)  # noqa: N815
+    lastReportMs = serializers.IntegerField(allow_null=True)  # noqa: N815
+    lastFrameMs = serializers.IntegerField(allow_null=True)  # noqa: N815
+    lagging = serializers.BooleanField(allow_null=True)
+    problems = serializers.ListField(child=serializers.CharField())
+    error = serializers.CharField(allow_null=True)
+
+
+class BrokerSetOut(serializers.Serializer):
+    """One broker set (a ``brokerName``): its master's address (null: the nameservers list
+    none, ``state`` "master down"), role (ASYNC_MASTER or SYNC_MASTER) and
+    ``slaveReadEnable`` (null when unknown), HA address and commit-log end, the set's
+    state, the links the master refused lately, why the master could not be read, and
+    its slaves."""
+
+    cluster = serializers.CharField()
+    brokerName = serializers.CharField()  # noqa: N815
+    master = serializers.CharField(allow_null=True)
+    role = serializers.CharField(allow_null=True)
+    slaveReadEnable = serializers.BooleanField(allow_null=True)  # noqa: N815
+    haAddr = serializers.CharField(allow_null=True)  # noqa: N815
+    maxOffset = serializers.IntegerField(allow_null=True)  # noqa: N815
+    state = serializers.ChoiceField(choices=list(STATES))
+    problems = serializers.ListField(child=serializers.CharField())
+    error = serializers.CharField(allow_null=True)
+    slaves = ReplicaOut(many=True)
+
+
+class BrokerSetsOut(serializers.Serializer):
+    """The cluster's broker sets, and the limits past which a slave counts as lagging
+    (``QUIVER_REPLICATION_MAX_BEHIND_BYTES`` / ``_SECONDS``; 0: that limit is off)."""
+
+    cluster = serializers.CharField()
+    maxBehindBytes = serializers.IntegerField()  # noqa: N815
+    maxBehindSeconds = serializers.IntegerField()  # noqa: N815
+    brokerSets = BrokerSetOut(many=True)  # noqa: N815

@@ -16,6 +16,7 @@ urlpatterns = [
     path("api/clusters/", api.ClusterList.as_view(), name="api-clusters"),
     path(base, api.ClusterDetail.as_view(), name="api-cluster"),
     path(base + "brokers/", api.BrokerList.as_view(), name="api-brokers"),
+    path(base + "broker-sets/", api.BrokerSets.as_view(), name="api-broker-sets"),
     path(base + "brokers/<str:addr>/config/", api.BrokerConfig.as_view(), name="api-broker-config"),
     path(base + "health/", api.Health.as_view(), name="api-health"),
     path(base + "schedule/", api.Schedule.as_view(), name="api-schedule"),

@@ -1,8 +1,10 @@
-"""The cluster dashboard page: brokers, health, live TPS, top groups by lag, recent jobs."""
+"""The cluster dashboard page: brokers, broker sets and replication, health, live TPS, top
+groups by lag, recent jobs."""
 
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
@@ -12,7 +14,7 @@ from django.views.decorators.http import require_GET
 from redis.exceptions import RedisError
 
 from broker_core.errors import AdminError
-from console.clusters import services, traffic
+from console.clusters import replication, services, traffic
 from console.core.actions import failure_words
 from console.core.pages import ask, cluster_for, context
 from console.groups import services as groups
@@ -33,6 +35,9 @@ def clusters(request: HttpRequest) -> HttpResponse:
 def dashboard(request: HttpRequest, cluster: str) -> HttpResponse:
     ref = cluster_for(request, cluster)
     brokers, broker_error = ask(ref, broker_rows)
+    remembered = replication.remembered_slaves(ref.name)
+    limits = replication.LagLimits.from_settings()
+    sets, sets_error = ask(ref, lambda admin: replication.broker_sets(admin, remembered, limits))
     checks, health_error = ask(ref, services.health_checks)
     found, group_error = ask(ref, groups.group_rows)
     top = []
@@ -53,6 +58,9 @@ def dashboard(request: HttpRequest, cluster: str) -> HttpResponse:
             request,
             ref,
             brokers=brokers or [],
+            broker_sets=[_shown(s) for s in sets or []],
+            max_behind_bytes=limits.max_bytes,
+            max_behind_seconds=limits.max_ms // 1000,
             checks=checks or [],
             top_groups=top,
             top_topics=[{"topic": t, "messages": n} for t, n in traffic_day.top()],
@@ -60,9 +68,30 @@ def dashboard(request: HttpRequest, cluster: str) -> HttpResponse:
             persist_seconds=platform_settings()["OFFSET_PERSIST_SECONDS"],
             schedule=(schedule or {}).get("brokers", []),
             recent_runs=recent,
-            errors=[e for e in (broker_error, health_error, group_error, schedule_error, jobs_error) if e],
+            errors=[
+                e
+                for e in (broker_error, sets_error, health_error, group_error, schedule_error, jobs_error)
+                if e
+            ],
         ),
     )
+
+
+def _shown(broker_set: replication.BrokerSet) -> dict[str, Any]:
+    """A broker set as the dashboard shows it: whether it needs attention, and per slave
+    its lag in seconds and whether it is flagged (link down, not answering, or lagging)."""
+    return {
+        **broker_set,
+        "fine": broker_set["state"] in replication.FINE_STATES,
+        "slaves": [
+            {
+                **slave,
+                "behindSeconds": None if slave["behindMs"] is None else slave["behindMs"] / 1000,
+                "flagged": not slave["connected"] or bool(slave["error"]) or bool(slave["lagging"]),
+            }
+            for slave in broker_set["slaves"]
+        ],
+    }
 
 
 @login_required

@@ -21,6 +21,7 @@ from django.utils import timezone
 from console.alerts import notify, rules, services
 from console.alerts.models import Alert
 from console.audit.models import AuditEntry
+from console.clusters.replication import SEEN_KEY
 from console.groups.models import GroupMonitor
 from console.maintenance.history import OFFSETS, partition_date
 from console.maintenance.services import KNOWN_KEY
@@ -212,9 +213,9 @@ def test_webhook_delivery_is_recorded_on_the_alert(receivers: dict[int, Receiver
 def test_the_check_reads_a_real_broker_and_leaves_alerts_open_when_it_cannot(
     on_servers: Servers, console_redis: Any, settings: Any
 ) -> None:
-    # Brokers an earlier test's platform left in the "seen lately" list (same Redis, same
-    # cluster name) would read as missing here: this test starts from none.
-    console_redis.delete(KNOWN_KEY)
+    # Brokers (and slaves) an earlier test's platform left in the "seen lately" lists (same
+    # Redis, same cluster name) would read as missing here: this test starts from none.
+    console_redis.delete(KNOWN_KEY, SEEN_KEY.format(cluster="default"))
     GroupMonitor.objects.create(cluster="default", group="never-seen", min_clients=1, max_lag=0)
     announced: list[services.Event] = []
     summary = services.check_all(announced.append)
