@@ -1,5 +1,5 @@
 """A broker set loses its master's host and keeps every message: the official C++ producer
-sends to a SYNC_MASTER with a slave, the master is killed with SIGKILL, and new consumer
+and ours send to a SYNC_MASTER with a slave, the master is killed with SIGKILL, and new consumer
 groups (the official push consumer, and ours) read every message from the slave, intact.
 The slave's commit log equals the master's byte for byte, and its store checks clean."""
 
@@ -15,6 +15,8 @@ from pathlib import Path
 from broker_core.client.admin import AdminClient
 from broker_core.client.config import ClientConfig
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
+from broker_core.client.message import Message, SendStatus
+from broker_core.client.producer.producer import Producer
 from broker_core.model.groupconfig import MASTER_ID
 from broker_core.model.message import MessageExt
 from broker_core.testing import cli_server, run_broker, run_namesrv
@@ -23,8 +25,8 @@ from .conftest import run_official_client
 from .test_send import create_topic
 
 TOPIC = "SurvivesItsMaster"
-COUNT = 20  # per kind: sync, async, oneway, orderly, batch
-KINDS = ("sync", "async", "oneway", "orderly", "batch")
+COUNT = 20  # per kind: sync, async, oneway, orderly, batch (the official producer's), ours
+KINDS = ("sync", "async", "oneway", "orderly", "batch", "ours")
 SET = "broker-ha"
 
 
@@ -65,6 +67,19 @@ async def test_every_message_is_read_from_the_slave_after_the_master_is_killed(t
         )
         # Every acknowledged send says SEND_OK (0): the slave held it first.
         assert [line["status"] for line in sent if "status" in line] == [0] * (3 * COUNT + 1)
+        # Our producer too: SEND_OK from the SYNC_MASTER means the slave holds it.
+        producer = Producer("OurProducerToTheSet", ns.address)
+        await asyncio.to_thread(producer.start)
+        try:
+            for i in range(COUNT):
+                message = Message(
+                    TOPIC, f"ours-{i}-é".encode(), tags="TagA" if i % 2 == 0 else "TagB",
+                    keys=f"key-ours-{i} order-{i}", properties={"kind": "ours", "index": str(i)},
+                )  # fmt: skip
+                result = await asyncio.to_thread(producer.send, message)
+                assert result.status is SendStatus.SEND_OK
+        finally:
+            await asyncio.to_thread(producer.shutdown)
         # The oneway sends were not acknowledged: wait until the slave has them too.
         async with asyncio.timeout(10):
             while (await admin.ha_status(master_addr)).slaves[0].behind_bytes:
