@@ -39,6 +39,17 @@
  *       record's commit-log offset, and its index items (topic, key, phy, ts): the
  *       UNIQ_KEY, then each distinct non-empty word of KEYS (as indexfile.record_items).
  *
+ *   scan_records(buf, pos, limit, base_phys, delay_topic, delay_levels) -> (end, runs, index_items)
+ *       A slave's dispatch of the records its master's bytes completed (store/replica.py):
+ *       walks whole records from pos while each is a valid record that names its own
+ *       offset (base_phys + position) and ends before limit, and returns where it stopped,
+ *       the records grouped into runs of consecutive records of one queue, each run
+ *       (topic, queue_id, first_queue_offset, count, consume_queue_entries, first_phys,
+ *       end_phys, last_store_ts), and the index items of all of them (as write_batch
+ *       does).  Half and rollback messages take no consume-queue slot: each is a run of
+ *       count 0.  In delay_topic the entry's tags code is the due time, store_ts +
+ *       delay_levels[min(queue_id, len - 1)] (dispatcher.queue_tags_code).
+ *
  *   decode_records(buf, cls=None, with_body=True, pos=0, max_count=-1) -> (records, error)
  *       Decodes up to max_count (all when -1) records laid back to back in buf from pos,
  *       exactly as message.py_decode_record does, field for field: each record is a tuple
@@ -426,6 +437,49 @@ prop_value(const unsigned char *props, Py_ssize_t len, const char *name, Py_ssiz
     return PyUnicode_DecodeUTF8((const char *)found, found_len, "replace");
 }
 
+/* indexfile.record_items: (topic, key, phys, ts) for the UNIQ_KEY, then for each distinct
+   non-empty word of KEYS (split on space), appended to index_items; -1 on error. */
+static int
+add_index_items(PyObject *index_items, PyObject *topic, PyObject *uniq, PyObject *keys, PyObject *phys_obj,
+                PyObject *ts_obj, PyObject *space)
+{
+    if (uniq != Py_None && PyUnicode_GET_LENGTH(uniq) > 0) {
+        PyObject *it = PyTuple_Pack(4, topic, uniq, phys_obj, ts_obj);
+        int failed = it == NULL || PyList_Append(index_items, it) < 0;
+        Py_XDECREF(it);
+        if (failed) {
+            return -1;
+        }
+    }
+    if (keys == Py_None || PyUnicode_GET_LENGTH(keys) == 0) {
+        return 0;
+    }
+    PyObject *words = PyUnicode_Split(keys, space, -1);
+    if (words == NULL) {
+        return -1;
+    }
+    int failed = 0;
+    Py_ssize_t nw = PyList_GET_SIZE(words);
+    for (Py_ssize_t w = 0; w < nw && !failed; w++) {
+        PyObject *word = PyList_GET_ITEM(words, w);
+        if (PyUnicode_GET_LENGTH(word) == 0) {
+            continue;
+        }
+        int seen = 0;
+        for (Py_ssize_t v = 0; v < w && !seen; v++) {
+            seen = PyUnicode_Compare(PyList_GET_ITEM(words, v), word) == 0;
+        }
+        if (seen) {
+            continue;
+        }
+        PyObject *it = PyTuple_Pack(4, topic, word, phys_obj, ts_obj);
+        failed = it == NULL || PyList_Append(index_items, it) < 0;
+        Py_XDECREF(it);
+    }
+    Py_DECREF(words);
+    return failed ? -1 : 0;
+}
+
 static PyObject *
 write_batch(PyObject *module, PyObject *args)
 {
@@ -545,38 +599,7 @@ write_batch(PyObject *module, PyObject *args)
             goto fail_loop;
         }
         PyTuple_SET_ITEM(records, i, phys_obj);
-        int failed = 0;
-        if (uniq != Py_None && PyUnicode_GET_LENGTH(uniq) > 0) {
-            PyObject *it = PyTuple_Pack(4, topic, uniq, phys_obj, ts_obj);
-            failed = it == NULL || PyList_Append(index_items, it) < 0;
-            Py_XDECREF(it);
-        }
-        if (!failed && keys != Py_None && PyUnicode_GET_LENGTH(keys) > 0) {
-            PyObject *words = PyUnicode_Split(keys, space, -1);
-            if (words == NULL) {
-                failed = 1;
-            }
-            else {
-                Py_ssize_t nw = PyList_GET_SIZE(words);
-                for (Py_ssize_t w = 0; w < nw && !failed; w++) {
-                    PyObject *word = PyList_GET_ITEM(words, w);
-                    if (PyUnicode_GET_LENGTH(word) == 0) {
-                        continue;
-                    }
-                    int seen = 0;
-                    for (Py_ssize_t v = 0; v < w && !seen; v++) {
-                        seen = PyUnicode_Compare(PyList_GET_ITEM(words, v), word) == 0;
-                    }
-                    if (seen) {
-                        continue;
-                    }
-                    PyObject *it = PyTuple_Pack(4, topic, word, phys_obj, ts_obj);
-                    failed = it == NULL || PyList_Append(index_items, it) < 0;
-                    Py_XDECREF(it);
-                }
-                Py_DECREF(words);
-            }
-        }
+        int failed = add_index_items(index_items, topic, uniq, keys, phys_obj, ts_obj, space) < 0;
         Py_DECREF(uniq);
         Py_DECREF(keys);
         if (failed) {
@@ -1017,12 +1040,227 @@ fail:
     return NULL;
 }
 
+/* ---- scan_records: a slave's dispatch of its master's records (store/replica.py) ---- */
+
+#define MAX_DELAY_LEVELS 64
+#define TRANSACTION_TYPE_MASK 0xC
+#define TRANSACTION_PREPARED 0x4
+#define TRANSACTION_ROLLBACK 0xC
+
+/* Close the run being built (if any) into runs; -1 on error. */
+static int
+close_run(PyObject *runs, PyObject **topic, long queue_id, long long first_qoff, Py_ssize_t count,
+          PyObject **cq, long long first_phys, long long end_phys, long long last_ts)
+{
+    if (*topic == NULL) {
+        return 0;
+    }
+    if (_PyBytes_Resize(cq, count * 20) < 0) {
+        Py_CLEAR(*topic);
+        return -1;
+    }
+    PyObject *run = Py_BuildValue("(OlLnOLLL)", *topic, queue_id, first_qoff, count, *cq, first_phys, end_phys,
+                                  last_ts);
+    Py_CLEAR(*topic);
+    Py_CLEAR(*cq);
+    if (run == NULL) {
+        return -1;
+    }
+    int failed = PyList_Append(runs, run) < 0;
+    Py_DECREF(run);
+    return failed ? -1 : 0;
+}
+
+static PyObject *
+scan_records(PyObject *module, PyObject *args)
+{
+    PyObject *buffer_obj, *levels_obj;
+    Py_ssize_t pos, limit;
+    long long base_phys;
+    Py_buffer delay_topic;
+    if (!PyArg_ParseTuple(args, "OnnLy*O", &buffer_obj, &pos, &limit, &base_phys, &delay_topic, &levels_obj)) {
+        return NULL;
+    }
+    long long levels[MAX_DELAY_LEVELS];
+    Py_ssize_t n_levels = 0;
+    PyObject *out = NULL, *runs = NULL, *index_items = NULL, *space = NULL;
+    PyObject *run_topic = NULL, *run_cq = NULL;
+    Py_buffer view;
+    view.obj = NULL;
+    if (!PyTuple_Check(levels_obj) || PyTuple_GET_SIZE(levels_obj) == 0 ||
+        PyTuple_GET_SIZE(levels_obj) > MAX_DELAY_LEVELS) {
+        PyErr_SetString(PyExc_ValueError, "delay_levels must be a tuple of 1..64 ints");
+        goto done;
+    }
+    n_levels = PyTuple_GET_SIZE(levels_obj);
+    for (Py_ssize_t i = 0; i < n_levels; i++) {
+        levels[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(levels_obj, i));
+        if (levels[i] == -1 && PyErr_Occurred()) {
+            goto done;
+        }
+    }
+    if (PyObject_GetBuffer(buffer_obj, &view, PyBUF_SIMPLE) < 0) {
+        view.obj = NULL;
+        goto done;
+    }
+    if (limit > view.len || pos < 0) {
+        PyErr_SetString(PyExc_ValueError, "pos/limit outside the buffer");
+        goto done;
+    }
+    runs = PyList_New(0);
+    index_items = PyList_New(0);
+    space = PyUnicode_FromString(" ");
+    if (runs == NULL || index_items == NULL || space == NULL) {
+        goto done;
+    }
+    const unsigned char *base = (const unsigned char *)view.buf;
+    long run_queue = 0;
+    long long run_first_qoff = 0, run_next_qoff = 0, run_first_phys = 0, run_end_phys = 0, run_ts = 0;
+    Py_ssize_t run_count = 0, run_cap = 0;
+    while (limit - pos >= MIN_RECORD_SIZE) {
+        const unsigned char *r = base + pos;
+        int32_t total = (int32_t)get_be32(r);
+        if (get_be32(r + 4) != 0xDAA320A7u || total < MIN_RECORD_SIZE || (Py_ssize_t)total > limit - pos) {
+            break;
+        }
+        long long phys = base_phys + pos;
+        if ((long long)get_be64(r + 28) != phys) {
+            break;
+        }
+        int32_t sys_flag = (int32_t)get_be32(r + 36);
+        Py_ssize_t born_len = (sys_flag & BORNHOST_V6_FLAG) ? 20 : 8;
+        Py_ssize_t store_len = (sys_flag & STOREHOST_V6_FLAG) ? 20 : 8;
+        long long store_ts = (long long)get_be64(r + 48 + born_len);
+        Py_ssize_t cursor = 48 + born_len + 8 + store_len;
+        if (cursor + 16 + 3 > total) {
+            break;
+        }
+        int32_t body_len = (int32_t)get_be32(r + cursor + 12);
+        cursor += 16;
+        if (body_len < 0 || cursor + body_len + 3 > total) {
+            break;
+        }
+        cursor += body_len;
+        int topic_len = r[cursor];
+        const unsigned char *topic_raw = r + cursor + 1;
+        cursor += 1 + topic_len;
+        if (cursor + 2 > total) {
+            break;
+        }
+        int props_len = (int)(int16_t)(((unsigned)r[cursor] << 8) | r[cursor + 1]);
+        const unsigned char *props = r + cursor + 2;
+        if (props_len < 0 || cursor + 2 + props_len != total) {
+            break;
+        }
+        long queue_id = (long)(int32_t)get_be32(r + 12);
+        long long queue_offset = (long long)get_be64(r + 20);
+        PyObject *topic = cached_text(topic_raw, topic_len);
+        if (topic == NULL) {
+            goto fail;
+        }
+        PyObject *ts_obj = PyLong_FromLongLong(store_ts);
+        PyObject *phys_obj = ts_obj ? PyLong_FromLongLong(phys) : NULL;
+        PyObject *uniq = phys_obj ? prop_value(props, props_len, "UNIQ_KEY", 8) : NULL;
+        PyObject *keys = uniq ? prop_value(props, props_len, "KEYS", 4) : NULL;
+        int failed = keys == NULL || add_index_items(index_items, topic, uniq, keys, phys_obj, ts_obj, space) < 0;
+        Py_XDECREF(ts_obj);
+        Py_XDECREF(phys_obj);
+        Py_XDECREF(uniq);
+        Py_XDECREF(keys);
+        if (failed) {
+            Py_DECREF(topic);
+            goto fail;
+        }
+        int type = sys_flag & TRANSACTION_TYPE_MASK;
+        int slot = type != TRANSACTION_PREPARED && type != TRANSACTION_ROLLBACK;
+        int same = run_topic != NULL && slot && run_queue == queue_id && run_next_qoff == queue_offset &&
+                   run_count > 0 && PyUnicode_Compare(run_topic, topic) == 0;
+        if (!same) {
+            if (close_run(runs, &run_topic, run_queue, run_first_qoff, run_count, &run_cq, run_first_phys,
+                          run_end_phys, run_ts) < 0) {
+                Py_DECREF(topic);
+                goto fail;
+            }
+            run_topic = Py_NewRef(topic);
+            run_queue = queue_id;
+            run_first_qoff = queue_offset;
+            run_first_phys = phys;
+            run_count = 0;
+            run_cap = 32;
+            run_cq = PyBytes_FromStringAndSize(NULL, run_cap * 20);
+            if (run_cq == NULL) {
+                Py_DECREF(topic);
+                goto fail;
+            }
+        }
+        if (slot) {
+            if (run_count == run_cap) {
+                run_cap *= 2;
+                if (_PyBytes_Resize(&run_cq, run_cap * 20) < 0) {
+                    Py_DECREF(topic);
+                    goto fail;
+                }
+            }
+            long long tags_code = 0;
+            if (delay_topic.len == topic_len && memcmp(delay_topic.buf, topic_raw, (size_t)topic_len) == 0) {
+                tags_code = store_ts + levels[queue_id < n_levels ? (queue_id < 0 ? 0 : queue_id) : n_levels - 1];
+            }
+            else {
+                PyObject *tags = prop_value(props, props_len, "TAGS", 4);
+                if (tags == NULL) {
+                    Py_DECREF(topic);
+                    goto fail;
+                }
+                if (tags != Py_None) {
+                    uint32_t h = 0;
+                    if (hash_str(tags, &h) < 0) {
+                        Py_DECREF(tags);
+                        Py_DECREF(topic);
+                        goto fail;
+                    }
+                    tags_code = (long long)(int32_t)h;
+                }
+                Py_DECREF(tags);
+            }
+            unsigned char *e = (unsigned char *)PyBytes_AS_STRING(run_cq) + run_count * 20;
+            put_be64(e, (uint64_t)phys);
+            put_be32(e + 8, (uint32_t)total);
+            put_be64(e + 12, (uint64_t)tags_code);
+            run_count++;
+            run_next_qoff = queue_offset + 1;
+        }
+        Py_DECREF(topic);
+        run_end_phys = phys + total;
+        run_ts = store_ts;
+        pos += total;
+    }
+    if (close_run(runs, &run_topic, run_queue, run_first_qoff, run_count, &run_cq, run_first_phys, run_end_phys,
+                  run_ts) < 0) {
+        goto fail;
+    }
+    out = Py_BuildValue("(nOO)", pos, runs, index_items);
+    goto done;
+fail:
+    Py_XDECREF(run_topic);
+    Py_XDECREF(run_cq);
+done:
+    Py_XDECREF(runs);
+    Py_XDECREF(index_items);
+    Py_XDECREF(space);
+    if (view.obj != NULL) {
+        PyBuffer_Release(&view);
+    }
+    PyBuffer_Release(&delay_topic);
+    return out;
+}
+
 static PyMethodDef speedups_methods[] = {
     {"java_hash_code", java_hash_code, METH_O, "Java String.hashCode() of a str, as a signed 32-bit int."},
     {"index_put_many", index_put_many, METH_VARARGS, "Put (topic, key, phy, ts) items into an index file buffer."},
     {"write_records", write_records, METH_VARARGS, "Write prepared IPv4 records back to back into a buffer."},
     {"batch_items", batch_items, METH_VARARGS, "Split and validate an encoded producer batch."},
     {"write_batch", write_batch, METH_VARARGS, "Write an encoded producer batch as records."},
+    {"scan_records", scan_records, METH_VARARGS, "A slave's dispatch of whole records: (end, runs, index items)."},
     {"decode_records", (PyCFunction)(void (*)(void))decode_records, METH_FASTCALL,
      "Decode records laid back to back: (records, None) or (records, (pos, message))."},
     {NULL, NULL, 0, NULL},

@@ -86,3 +86,10 @@ def decode_records(
 ) -> tuple[list[tuple[object, ...]], tuple[int, str] | None]:
     """Decode records laid back to back: (instances of ``cls``, or tuples of MessageExt's
     fields, and None) or (the records before a bad one, (its position, why))."""
+
+def scan_records(
+    buf: _Readable, pos: int, limit: int, base_phys: int, delay_topic: bytes, delay_levels: tuple[int, ...], /
+) -> tuple[int, list[tuple[str, int, int, int, bytes, int, int, int]], list[_IndexItem]]:
+    """A slave's whole records from ``pos``: (where it stopped, runs of one queue's
+    consecutive records (topic, queue id, first queue offset, count, packed consume-queue
+    entries, first offset, end offset, last store time), index items)."""

@@ -206,8 +206,12 @@ class Dispatcher:
         for phys, size, queue_offset, store_ts, msg in batch:
             topic = msg.topic
             if isinstance(msg, DispatchRun):
-                # A whole encoded batch: its entries come packed from the commit log.
+                # A whole encoded batch (or a slave's run of one queue's records): its
+                # entries come packed.  A run of none is a slave's half or rollback message.
                 entries, count, items = msg.cq_entries, msg.count, msg.index_items
+                if not count:
+                    index_items.extend(items)
+                    continue
             else:
                 props = msg.properties
                 items = record_items(topic, phys, store_ts, props.get("UNIQ_KEY"), props.get("KEYS"))

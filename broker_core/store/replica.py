@@ -12,32 +12,49 @@ each record the chunk completed to the dispatcher, which builds the slave's own 
 queues and index from them exactly as recovery would.  A trailing part of a record waits
 for the chunk that completes it.
 
-A record that is complete but does not check (magic, sizes, body CRC, its own offset) is
-never dispatched: the writer stops there and reports it (``ReplicaMismatch``), and
-replication stops until an operator looks, rather than build queues on bytes that are not
-the master's.
+A record that is complete but does not check (magic, sizes, its own offset) is never
+dispatched: the writer stops there and reports it (``ReplicaMismatch``), and replication
+stops until an operator looks, rather than build queues on bytes that are not the master's.
+Body CRCs are not checked here, as RocketMQ's slave does not: the master checked nothing
+less when it stored them, and recovery checks them after a crash as on any broker.
+
+The records are read in one C pass per chunk (``_speedups.scan_records``) that hands the
+dispatcher runs of one queue's consecutive records, as it takes a producer's batch; without
+the C module each record is decoded and dispatched on its own.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from broker_core.model.message import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     TRANSACTION_TYPE_MASK,
+    DispatchRun,
     MessageExt,
     RecordFormatError,
     py_decode_record,
 )
-from broker_core.store.mappedfile import MappedFile
-
-try:
-    from broker_core._speedups import decode_records as _c_decode_records
-except ImportError:  # pragma: no cover - machines without a compiler
-    _c_decode_records = None  # type: ignore[assignment]
 from broker_core.store.commitlog import NO_QUEUE_SLOT, CommitLog
+from broker_core.store.mappedfile import MappedFile
+from broker_core.topics import SCHEDULE_TOPIC
+
+_c_scan_records: (
+    Callable[
+        [memoryview, int, int, int, bytes, tuple[int, ...]],
+        tuple[int, list[tuple[str, int, int, int, bytes, int, int, int]], list[tuple[str, str, int, int]]],
+    ]
+    | None
+)
+try:
+    from broker_core import _speedups
+except ImportError:  # pragma: no cover - machines without a compiler
+    _c_scan_records = None
+else:
+    _c_scan_records = _speedups.scan_records
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +68,11 @@ class ReplicaMismatch(Exception):
 class ReplicaWriter:
     """Appends the master's commit-log chunks and dispatches the records they complete."""
 
-    def __init__(self, commit_log: CommitLog) -> None:
+    def __init__(self, commit_log: CommitLog, delay_levels_ms: tuple[int, ...]) -> None:
         self.commit_log = commit_log
+        # A delayed message's consume-queue entry carries its due time (dispatcher.queue_tags_code).
+        self._delay_topic = SCHEDULE_TOPIC.encode()
+        self._delay_levels = delay_levels_ms
         # Where the next record to dispatch starts (records before it are dispatched).
         self.parsed_end = commit_log.max_offset
         self._lock = threading.Lock()
@@ -128,19 +148,45 @@ class ReplicaWriter:
     def _take_records(self, mf: MappedFile, pos: int, written: int) -> tuple[int, int]:
         """Queue the valid whole records of ``mf`` from ``pos`` for dispatch; return where
         they end and how many there were."""
+        with memoryview(mf.mm) as whole, whole[:written] as view:
+            if _c_scan_records is not None:
+                return self._take_runs(view, mf.file_from_offset, pos, written)
+            records = _py_records(view, pos)
+        return self._take_messages(records, mf.file_from_offset, pos)
+
+    def _take_runs(self, view: memoryview, base: int, pos: int, written: int) -> tuple[int, int]:
+        """The C path: runs of one queue's consecutive records, as the dispatcher takes an
+        encoded batch (``DispatchRun``), so no record costs a Python object."""
+        assert _c_scan_records is not None
+        log_ = self.commit_log
+        end, runs, index_items = _c_scan_records(
+            view, pos, written, base, self._delay_topic, self._delay_levels
+        )
+        table = log_.topic_queue_table
+        appended = log_.appended
+        done = 0
+        for i, (topic, queue_id, first_qoff, count, entries, first_phys, end_phys, ts) in enumerate(runs):
+            if count:
+                key = (topic, queue_id)
+                if table.get(key, 0) < first_qoff + count:
+                    table[key] = first_qoff + count
+            items = index_items if i == len(runs) - 1 else []
+            run = DispatchRun(topic, queue_id, count, entries, items)
+            appended.append((first_phys, end_phys - first_phys, first_qoff, ts, run))
+            done += max(count, 1)
+        if runs:
+            log_.records_end = base + end
+        return end, done
+
+    def _take_messages(self, records: list[MessageExt], base: int, pos: int) -> tuple[int, int]:
+        """The Python path: each record decoded, dispatched as a message."""
         log_ = self.commit_log
         table = log_.topic_queue_table
         appended = log_.appended
-        base = mf.file_from_offset
-        with memoryview(mf.mm) as whole, whole[:written] as view:
-            if _c_decode_records is not None:
-                records, _stopped = _c_decode_records(view, MessageExt, True, pos)
-            else:
-                records = _py_records(view, pos)
         done = 0
         for msg in records:
             size = msg.store_size
-            if msg.commit_log_offset != base + pos or not msg.body_crc_ok:
+            if msg.commit_log_offset != base + pos:
                 break  # reported by the caller, which looks at the bytes here
             if msg.sys_flag & TRANSACTION_TYPE_MASK not in NO_QUEUE_SLOT:
                 key = (msg.topic, msg.queue_id)

@@ -222,7 +222,7 @@ class MessageStore:
             log.warning("disk check failed: %s", exc)
         abort.write_bytes(b"")
         if self.is_replica:
-            self._replica = ReplicaWriter(self.commit_log)
+            self._replica = ReplicaWriter(self.commit_log, self.config.delay_levels_ms)
         self.commit_log.queue.prepare_ahead()
         self.flush_service.flushed_offset = self.commit_log.max_offset
         self.dispatcher.start()

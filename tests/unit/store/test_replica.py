@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from broker_core.model.message import TRANSACTION_PREPARED_TYPE
+from broker_core.store import replica as replica_module
 from broker_core.store.replica import ReplicaMismatch
 from broker_core.store.results import PutMessageStatus
 from broker_core.store.store import MessageStore
+from broker_core.topics import SCHEDULE_TOPIC
 
 from .conftest import AUDIT, ORDERS, Clock, message, read_queue, reopen, tiny_config
 
@@ -120,7 +123,8 @@ def test_bytes_that_do_not_continue_the_log_are_refused(tmp_path: Path, clock: C
         with pytest.raises(ReplicaMismatch, match="this log ends at 1000"):
             replica.append_replica(2000, data[2000:3000])
         garbage = bytearray(data[1000:9000])
-        garbage[200:260] = b"\xff" * 60  # a record's insides changed
+        second = int.from_bytes(data[:4], "big")  # where the second record starts
+        garbage[second - 1000 : second - 1000 + 8] = b"\xff" * 8  # its size and magic lost
         with pytest.raises(ReplicaMismatch, match="not a valid record"):
             replica.append_replica(1000, garbage)
     finally:
@@ -136,3 +140,41 @@ def test_a_slave_refuses_sends_and_delivers_no_delayed_message(tmp_path: Path, c
         assert replica.deliver_due(clock.ms + 10**9) == (0, None)
     finally:
         replica.close()
+
+
+def test_the_c_and_python_paths_build_the_same_queues_and_index(
+    tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs of one queue read in C, and records decoded one by one in Python, give the same
+    consume-queue files (a delayed message's due time and a half message's missing slot
+    included) and the same index answers."""
+    master = MessageStore(tiny_config(tmp_path / "master"), clock_ms=clock).open()
+    try:
+        fill(master, 150)
+        master.put_message(message(ORDERS, 1, b"later", DELAY="2", KEYS="delayed"))
+        half = message(ORDERS, 2, b"half", KEYS="half-key")
+        half.sys_flag |= TRANSACTION_PREPARED_TYPE
+        master.put_message(half)
+        fill(master, 30, seed=9)
+        queues = {}
+        for name, scan in (("c", replica_module._c_scan_records), ("py", None)):
+            monkeypatch.setattr(replica_module, "_c_scan_records", scan)
+            replica = MessageStore(tiny_config(tmp_path / name), clock_ms=clock, replica=True).open()
+            try:
+                copy(master, replica, 5000)
+                assert replica.wait_dispatched()
+                assert [m.body for m in replica.query_message(ORDERS, "half-key", 5, 0, clock.ms + 1)] == [
+                    b"half"
+                ]
+                assert len(replica.query_message(SCHEDULE_TOPIC, "delayed", 5, 0, clock.ms + 1)) == 1
+                replica.close()
+                queues[name] = {
+                    str(p.relative_to(tmp_path / name)): p.read_bytes()
+                    for p in sorted((tmp_path / name / "consumequeue").rglob("*"))
+                    if p.is_file()
+                }
+            finally:
+                replica.close()
+        assert queues["c"] == queues["py"] and len(queues["c"]) >= 5
+    finally:
+        master.close()
