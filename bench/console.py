@@ -248,7 +248,7 @@ TIME_SLACK_MS = 5.0
 def prepare_pages(broker_addr: str, namesrv_addr: str) -> None:
     """PAGE_GROUP: half of PAGE_TOPIC consumed on each queue (lag) and DEAD_LETTERS messages
     in its DLQ topic, so its page, its DLQ page and the topic page show real rows."""
-    from servers import admin, create_topic, max_offsets
+    from servers import admin_request, create_topic, max_offsets
 
     from broker_core.client.message import Message
     from broker_core.client.producer.producer import Producer
@@ -263,7 +263,7 @@ def prepare_pages(broker_addr: str, namesrv_addr: str) -> None:
             "queueId": str(queue_id),
             "commitOffset": str(end // 2),
         }
-        response = asyncio.run(admin(broker_addr, RequestCode.UPDATE_CONSUMER_OFFSET, fields))
+        response = asyncio.run(admin_request(broker_addr, RequestCode.UPDATE_CONSUMER_OFFSET, fields))
         assert response.code == 0, response.remark
     create_topic(broker_addr, dlq_topic(PAGE_GROUP), 1)
     time.sleep(2)  # the broker registers the new topic with the nameserver

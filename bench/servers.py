@@ -123,7 +123,7 @@ def start_cluster(work: Path, broker_prefix: list[str], flush: str = "ASYNC_FLUS
 # -- requests over the protocol -------------------------------------------------------------
 
 
-async def admin(addr: str, code: int, fields: dict[str, str]) -> RemotingCommand:
+async def admin_request(addr: str, code: int, fields: dict[str, str]) -> RemotingCommand:
     """One request over the protocol (topic creation, offset queries)."""
     from broker_core.remoting.client import RemotingClient
 
@@ -137,7 +137,7 @@ async def admin(addr: str, code: int, fields: dict[str, str]) -> RemotingCommand
 def create_topic(addr: str, topic: str, queues: int) -> None:
     """UPDATE_AND_CREATE_TOPIC (17) with ``queues`` read and write queues."""
     fields = {"topic": topic, "readQueueNums": str(queues), "writeQueueNums": str(queues), "perm": "6"}
-    response = asyncio.run(admin(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, fields))
+    response = asyncio.run(admin_request(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, fields))
     if response.code != ResponseCode.SUCCESS:
         raise SystemExit(f"cannot create {topic}: {response.remark}")
 
@@ -148,7 +148,7 @@ def max_offsets(addr: str, topic: str, queues: int) -> list[int]:
     async def query() -> list[int]:
         out = []
         for q in range(queues):
-            r = await admin(addr, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(q)})
+            r = await admin_request(addr, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(q)})
             out.append(int(r.ext_fields.get("offset", "0")))
         return out
 
