@@ -368,7 +368,7 @@ async def reset_offset_by_time(admin: AdminClient, args: argparse.Namespace) -> 
         dest="broker_id",
         type=int,
         default=0,
-        help="the replica pulls are suggested to; no effect without slaves (nor in RocketMQ without them)",
+        help="the broker of the set pulls are suggested to when slaveReadEnable is on (0: the master)",
     ),
     arg(
         "-w",
@@ -376,7 +376,7 @@ async def reset_offset_by_time(admin: AdminClient, args: argparse.Namespace) -> 
         dest="which_broker_when_consume_slowly",
         type=int,
         default=1,
-        help="the replica a consumer falling behind is sent to; no effect without slaves",
+        help="the broker a consumer far behind is sent to when slaveReadEnable is on",
     ),
     arg(
         "-a",
