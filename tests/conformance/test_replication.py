@@ -1,7 +1,7 @@
 """A broker set loses its master's host and keeps every message: the official C++ producer
 and ours send to a SYNC_MASTER with a slave, the master is killed with SIGKILL, and new consumer
 groups (the official push consumer, and ours) read every message from the slave, intact.
-The slave's commit log equals the master's byte for byte, and its store checks clean."""
+The slave's commit log equals the master's byte for byte, and both stores check clean."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from broker_core.client.message import Message, SendStatus
 from broker_core.client.producer.producer import Producer
 from broker_core.model.groupconfig import MASTER_ID
 from broker_core.model.message import MessageExt
-from broker_core.testing import cli_server, run_broker, run_namesrv
+from broker_core.store.store import MessageStore
+from broker_core.testing import cli_server, run_broker, run_namesrv, small_store_config
 
 from .conftest import run_official_client
 from .test_send import create_topic
@@ -108,6 +109,12 @@ async def test_every_message_is_read_from_the_slave_after_the_master_is_killed(t
         held = slave.store.commit_log.max_offset
         assert commit_log(tmp_path / "slave")[:held] == commit_log(tmp_path / "master")[:held]
         assert slave.store.check() == []
+        # The killed master's store recovers and checks clean too, and holds what the slave has.
+        killed = MessageStore(
+            small_store_config(tmp_path / "master"), adopt_geometry=True
+        )  # as tools open it
+        with killed.open():
+            assert killed.check() == [] and killed.commit_log.max_offset == held
 
 
 async def consume_with_ours(namesrv: str, group: str, expected: int) -> list[MessageExt]:
