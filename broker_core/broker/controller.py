@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ from broker_core.broker.replication import BrokerReplication
 from broker_core.broker.stats import BrokerStats
 from broker_core.broker.topics import TopicConfigManager
 from broker_core.broker.transaction import TransactionService
+from broker_core.clock import wall_clock_ms
 from broker_core.config import BrokerConfig, StoreConfig
 from broker_core.model.topicconfig import PERM_INHERIT, PERM_READ, PERM_WRITE, TopicConfig
 from broker_core.remoting.client import RemotingClient
@@ -91,10 +91,6 @@ def _slave_refuses_end_transaction(request: RemotingCommand, conn: Any) -> Remot
     )
 
 
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class BrokerController:
     """One broker: ``await start()``, serve, ``await close()``."""
 
@@ -103,7 +99,7 @@ class BrokerController:
         config: BrokerConfig,
         store_config: StoreConfig,
         *,
-        clock_ms: Callable[[], int] = _wall_clock_ms,
+        clock_ms: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.config = config
         self.store_config = store_config

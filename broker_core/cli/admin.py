@@ -14,7 +14,6 @@ import asyncio
 import logging
 import os
 import sys
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
@@ -22,6 +21,7 @@ from typing import Any, TypedDict
 from broker_core.cli.args import TIMESTAMP_FORMATS, format_timestamp, parse_bool, parse_timestamp
 from broker_core.cli.output import Output, key_values, message_json, message_text, table
 from broker_core.client.admin import MAINTENANCE_JOBS, AdminClient
+from broker_core.clock import wall_clock_ms
 from broker_core.errors import AdminError, BrokerCoreError
 from broker_core.model.groupconfig import SubscriptionGroupConfig
 from broker_core.model.hastatus import BrokerHAStatus
@@ -78,13 +78,9 @@ def command(
     return register
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def _timestamp(text: str) -> int:
     try:
-        return parse_timestamp(text, _now_ms)
+        return parse_timestamp(text, wall_clock_ms)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

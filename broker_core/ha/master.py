@@ -22,10 +22,10 @@ import asyncio
 import logging
 import socket
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 
+from broker_core.clock import wall_clock_ms
 from broker_core.ha.protocol import REPORT, TRANSFER_HEADER, LinkClosed, recv_exact
 from broker_core.model.hastatus import MasterHAStatus, SlaveLinkStatus
 from broker_core.store.store import MessageStore
@@ -34,10 +34,6 @@ log = logging.getLogger(__name__)
 
 _ACCEPT_POLL_SECONDS = 0.5
 _PROBLEMS_KEPT = 10
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class HAMaster:
@@ -53,7 +49,7 @@ class HAMaster:
         heartbeat_interval_ms: int,
         housekeeping_interval_ms: int,
         max_gap_not_in_sync: int,
-        clock_ms: Callable[[], int] = _now_ms,
+        clock_ms: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.store = store
         self.host = host

@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-import time
 from collections.abc import Callable
 
+from broker_core.clock import wall_clock_ms
 from broker_core.ha.protocol import (
     MAX_TRANSFER,
     REPORT,
@@ -40,10 +40,6 @@ RECONNECT_SECONDS = 1.0
 MISMATCH_RETRY_SECONDS = 10.0
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class HASlave:
     """Copies a master's commit log into this slave's store."""
 
@@ -54,7 +50,7 @@ class HASlave:
         *,
         heartbeat_interval_ms: int,
         housekeeping_interval_ms: int,
-        clock_ms: Callable[[], int] = _now_ms,
+        clock_ms: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.store = store
         # Asked before each connection: the master's HA address, "" while not known.

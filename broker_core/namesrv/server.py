@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any
 
 from broker_core.aio import stop_task
+from broker_core.clock import wall_clock_ms
 from broker_core.config import NamesrvConfig
 from broker_core.namesrv.processors import NamesrvProcessor
 from broker_core.namesrv.routeinfo import RouteInfoManager
@@ -20,14 +20,10 @@ from broker_core.remoting.server import RemotingServer
 log = logging.getLogger(__name__)
 
 
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class NamesrvServer:
     """One nameserver: ``await start()``, serve, ``await close()``."""
 
-    def __init__(self, config: NamesrvConfig, *, clock_ms: Any = _wall_clock_ms) -> None:
+    def __init__(self, config: NamesrvConfig, *, clock_ms: Any = wall_clock_ms) -> None:
         self.config = config
         self.routes = RouteInfoManager(clock_ms=clock_ms, broker_expire_ms=config.broker_channel_expired_time)
         self.processor = NamesrvProcessor(self.routes)

@@ -29,7 +29,6 @@ import os
 import re
 import shutil
 import threading
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypedDict, TypeVar
 
 import orjson
 
+from broker_core.clock import wall_clock_ms as now_ms
 from broker_core.errors import MessageIllegalError, StoreError
 from broker_core.model.jsonfields import json_int, json_object
 
@@ -50,10 +50,6 @@ CORRUPT_SUFFIX = ".corrupt"
 
 Clock = Callable[[], int]
 """Returns the current wall-clock time in milliseconds."""
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def config_path(store_root: str | os.PathLike[str], file_name: str) -> Path:

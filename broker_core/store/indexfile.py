@@ -83,6 +83,7 @@ from pathlib import Path
 from struct import Struct
 from typing import Final
 
+from broker_core.clock import wall_clock_ms
 from broker_core.errors import ConfigError, CorruptFileError, StoreClosedError
 from broker_core.model.hashcode import index_key_hash
 from broker_core.store.mappedfile import populate
@@ -174,10 +175,6 @@ def record_items(topic: str, phy: int, ts: int, uniq_key: str | None, keys: str 
         else:
             items.append((topic, keys, phy, ts))
     return items
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class _Problems:
@@ -696,7 +693,7 @@ class IndexService:
         hash_slot_num: int,
         index_num: int,
         *,
-        clock_ms: Callable[[], int] = _wall_clock_ms,
+        clock_ms: Callable[[], int] = wall_clock_ms,
         on_no_space: Callable[[OSError], None] | None = None,
     ) -> None:
         if hash_slot_num < 1 or index_num < 2:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from broker_core.clock import wall_clock_ms as now_ms
 from broker_core.errors import MessageIllegalError
 from broker_core.model.jsonfields import json_object
 from broker_core.store.configfile import (
@@ -31,7 +32,6 @@ from broker_core.store.configfile import (
     ConfigFile,
     DataVersion,
     config_path,
-    now_ms,
 )
 from broker_core.topics import group_problem, topic_problem
 

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Protocol
 
+from broker_core.clock import wall_clock_ms
 from broker_core.config import StoreConfig
 from broker_core.errors import MessageIllegalError, StoreClosedError
 from broker_core.model.message import (
@@ -96,10 +97,6 @@ class Replication(Protocol):
         """A future that becomes True once a slave holds the log up to ``end``."""
 
 
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class MessageStore:
     """Facade over the store's files and threads.  ``open()`` before use, ``close()`` after."""
 
@@ -107,7 +104,7 @@ class MessageStore:
         self,
         config: StoreConfig,
         *,
-        clock_ms: Callable[[], int] = _wall_clock_ms,
+        clock_ms: Callable[[], int] = wall_clock_ms,
         topic_queue_nums: Callable[[str], int | None] | None = None,
         adopt_geometry: bool = False,
         replica: bool = False,
