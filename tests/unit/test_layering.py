@@ -97,6 +97,18 @@ def test_it_keeps_the_clients_off_the_broker_and_the_store(repo_root: Path) -> N
     )
 
 
+def test_it_keeps_the_proxy_a_client_of_the_brokers(repo_root: Path) -> None:
+    """The gRPC proxy talks to brokers over the protocol, like any client (cluster mode)."""
+    sources = sorted(
+        p for p in (repo_root / "broker_core" / "proxy").rglob("*.py") if "_generated" not in p.parts
+    )
+    assert sources, "broker_core/proxy has no Python files to check"
+    offences = [entry for path in sources for entry in layer_imports(path, CLIENT_FORBIDDEN)]
+    assert offences == [], "broker_core/proxy must not import the broker or the store:\n" + "\n".join(
+        offences
+    )
+
+
 def test_importing_every_client_module_loads_no_broker_or_store_module(repo_root: Path) -> None:
     # The static check above sees direct imports; this one sees what the lower modules the
     # clients use pull in, in a fresh interpreter.

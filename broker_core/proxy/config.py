@@ -1,0 +1,89 @@
+"""RocketMQ's proxy config file (``rmq-proxy.json``): the keys Quiver's proxy reads.
+
+RocketMQ 5 ships ``conf/rmq-proxy.json``, a JSON object of ``ProxyConfig`` fields; an
+operator's file works here as it is: the keys below are acted on, any other key is
+reported at start and ignored, and a bad value stops the proxy with a sentence.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from broker_core.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ProxyConfig:
+    """Settings of one proxy (RocketMQ ``ProxyConfig``, cluster mode)."""
+
+    # The cluster whose brokers the proxy serves, and the nameservers that know them.
+    rocket_mq_cluster_name: str = "DefaultCluster"
+    namesrv_addr: str = "127.0.0.1:9876"
+    # Where RocketMQ 5 clients connect (0: any free port).
+    grpc_server_port: int = 8081
+    # Quiver: the address to bind (RocketMQ binds every interface).
+    grpc_server_host: str = "127.0.0.1"
+    # Only "cluster": the proxy in front of separate brokers.  ("local", a proxy inside a
+    # broker process, is RocketMQ's other mode.)
+    proxy_mode: str = "cluster"
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.grpc_server_port <= 65535:
+            raise ConfigError(f"grpcServerPort must be 0..65535, not {self.grpc_server_port}")
+        if self.proxy_mode.lower() != "cluster":
+            raise ConfigError(
+                f"proxyMode = {self.proxy_mode!r} is not served: Quiver's proxy runs in cluster mode "
+                "(in front of brokers it reaches through the nameservers); set proxyMode to cluster"
+            )
+        if not self.namesrv_addrs:
+            raise ConfigError("namesrvAddr is empty: give the cluster's nameservers, e.g. 127.0.0.1:9876")
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [addr.strip() for addr in self.namesrv_addr.split(";") if addr.strip()]
+
+
+# JSON key -> (field, type).  RocketMQ spells the cluster key "rocketMQClusterName".
+_KEYS: dict[str, tuple[str, type]] = {
+    "rocketMQClusterName": ("rocket_mq_cluster_name", str),
+    "namesrvAddr": ("namesrv_addr", str),
+    "grpcServerPort": ("grpc_server_port", int),
+    "grpcServerHost": ("grpc_server_host", str),
+    "proxyMode": ("proxy_mode", str),
+}
+
+
+def load_proxy_config(path: str | Path | None) -> tuple[ProxyConfig, list[str]]:
+    """The config in ``path`` (None: the defaults) and the keys it has that mean nothing here.
+
+    Raises ConfigError naming the file and the key for anything that cannot be used.
+    """
+    if path is None:
+        return ProxyConfig(), []
+    try:
+        data: Any = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: not a readable JSON file: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: must hold a JSON object of proxy settings")
+    kwargs: dict[str, Any] = {}
+    unknown = []
+    for key, value in data.items():
+        spec = _KEYS.get(key)
+        if spec is None:
+            unknown.append(key)
+            continue
+        name, kind = spec
+        if kind is int and (isinstance(value, bool) or not isinstance(value, int | str)):
+            raise ConfigError(f"{path}: {key} must be a number, not {value!r}")
+        try:
+            kwargs[name] = kind(value)
+        except ValueError:
+            raise ConfigError(f"{path}: {key} must be a number, not {value!r}") from None
+    try:
+        return ProxyConfig(**kwargs), unknown
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
