@@ -16,6 +16,7 @@ class QuiverSettings(TypedDict):
     CONSOLE_PORT: int
     NAMESRV_PORT: int
     BROKER_PORT: int
+    PROXY_PORT: int
     NAMESRV_ADDR: str
     HISTORY_DIR: Path
     HISTORY_RETENTION_DAYS: int

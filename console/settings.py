@@ -129,6 +129,8 @@ QUIVER: QuiverSettings = {
     "CONSOLE_PORT": envint("QUIVER_CONSOLE_PORT", 8000, minimum=1, maximum=65535),
     "NAMESRV_PORT": _NAMESRV_PORT,
     "BROKER_PORT": envint("QUIVER_BROKER_PORT", 10911, minimum=1, maximum=65535),
+    # The gRPC proxy for RocketMQ 5 clients (RocketMQ's grpcServerPort default).
+    "PROXY_PORT": envint("QUIVER_PROXY_PORT", 8081, minimum=1, maximum=65535),
     # The nameservers of the cluster the platform manages when no cluster is configured
     # in the console (the ``up`` command's own nameserver by default).
     "NAMESRV_ADDR": envstr("QUIVER_NAMESRV_ADDR", f"127.0.0.1:{_NAMESRV_PORT}"),

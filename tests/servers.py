@@ -14,10 +14,20 @@ from typing import Any
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port free on 127.0.0.1 right now, and the one after it too: a master broker on
+    port P also listens on P + 1 for its slaves (haListenPort's default)."""
+    for _ in range(50):
+        with socket.socket() as s, socket.socket() as after:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+            if port >= 65535:
+                continue
+            try:
+                after.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no pair of free ports found on 127.0.0.1")
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
@@ -44,8 +54,8 @@ def redis_binary() -> str:
 
 def start_up(data_dir: Path, repo: Path) -> tuple[subprocess.Popen[bytes], dict[str, int], Path]:
     """``manage.py up`` on free ports with a private Redis, its data in ``data_dir``; returns the
-    process, its ports (console, namesrv, broker, redis) and the file its output goes to."""
-    ports = {name: free_port() for name in ("console", "namesrv", "broker", "redis")}
+    process, its ports (console, namesrv, broker, proxy, redis) and the file its output goes to."""
+    ports = {name: free_port() for name in ("console", "namesrv", "broker", "proxy", "redis")}
     env = {
         **os.environ,
         "QUIVER_NO_BOOTSTRAP": "1",
@@ -53,6 +63,7 @@ def start_up(data_dir: Path, repo: Path) -> tuple[subprocess.Popen[bytes], dict[
         "QUIVER_CONSOLE_PORT": str(ports["console"]),
         "QUIVER_NAMESRV_PORT": str(ports["namesrv"]),
         "QUIVER_BROKER_PORT": str(ports["broker"]),
+        "QUIVER_PROXY_PORT": str(ports["proxy"]),
         "QUIVER_REDIS": "private",
         "QUIVER_REDIS_PORT": str(ports["redis"]),
     }

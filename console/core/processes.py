@@ -12,6 +12,7 @@ directory, the Redis URL, the nameserver address and the Django settings module.
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +35,8 @@ class Ports:
     namesrv: int
     broker: int
     console: int
+    # The gRPC proxy for RocketMQ 5 clients.
+    proxy: int = 8081
 
 
 def write_conf(path: Path, managed: Mapping[str, object], initial: Mapping[str, object]) -> None:
@@ -77,6 +80,22 @@ def write_server_confs(data_dir: Path, ports: Ports) -> tuple[Path, Path]:
         },
     )
     return namesrv_conf, broker_conf
+
+
+def write_proxy_conf(data_dir: Path, ports: Ports) -> Path:
+    """The proxy's ``rmq-proxy.json`` under ``data_dir``: the keys ``up`` manages set, the
+    user's other keys kept."""
+    path = data_dir / "rmq-proxy.json"
+    try:
+        current = json.loads(path.read_text()) if path.exists() else {}
+    except ValueError:
+        current = {}
+    if not isinstance(current, dict):
+        current = {}
+    current.setdefault("rocketMQClusterName", "DefaultCluster")
+    current.update({"namesrvAddr": f"127.0.0.1:{ports.namesrv}", "grpcServerPort": ports.proxy})
+    path.write_text(json.dumps(current, indent=2) + "\n")
+    return path
 
 
 def broker_conf_warnings(broker_conf: Path) -> list[str]:
@@ -188,6 +207,12 @@ def platform_children(
             [python, "-m", "broker_core", "broker", "-c", str(broker_conf)],
             url=f"127.0.0.1:{ports.broker}",
             health=tcp_open("127.0.0.1", ports.broker),
+        ),
+        ChildSpec(
+            "proxy",
+            [python, "-m", "broker_core", "proxy", "-c", str(write_proxy_conf(data_dir, ports))],
+            url=f"127.0.0.1:{ports.proxy}",
+            health=tcp_open("127.0.0.1", ports.proxy),
         ),
         *celery_workers(log_dir, long_nice),
         ChildSpec(

@@ -49,6 +49,8 @@ class Console:
     namesrv_addr: str
     password: str
     data_dir: Path
+    # The gRPC proxy ``up`` starts for RocketMQ 5 clients.
+    proxy_addr: str = ""
 
     def api(self, method: str, path: str, body: Any = None) -> Any:
         """Call the console's REST API as admin (HTTP basic auth)."""
@@ -74,7 +76,11 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
         assert up.poll() is None, text
         password = re.search(r"created superuser 'admin' with password (\S+)", text).group(1)  # type: ignore[union-attr]
         yield Console(
-            f"http://127.0.0.1:{ports['console']}", f"127.0.0.1:{ports['namesrv']}", password, data_dir
+            f"http://127.0.0.1:{ports['console']}",
+            f"127.0.0.1:{ports['namesrv']}",
+            password,
+            data_dir,
+            f"127.0.0.1:{ports['proxy']}",
         )
     finally:
         up.send_signal(signal.SIGTERM)

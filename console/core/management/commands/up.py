@@ -42,7 +42,9 @@ class Command(BaseCommand):
         self.stdout.write("static files: collected")
         self.ensure_admin()
         quiver = platform_settings()
-        ports = Ports(quiver["NAMESRV_PORT"], quiver["BROKER_PORT"], quiver["CONSOLE_PORT"])
+        ports = Ports(
+            quiver["NAMESRV_PORT"], quiver["BROKER_PORT"], quiver["CONSOLE_PORT"], quiver["PROXY_PORT"]
+        )
         children = platform_children(
             quiver_data_dir,
             ports,
@@ -58,7 +60,8 @@ class Command(BaseCommand):
         summary = [
             f"console:     {console_url}" + ("" if not no_console else " (not started: --no-console)"),
             f"REST API:    {console_url}api/  (maintenance jobs: {console_url}api/maintenance/jobs/)",
-            f"nameserver:  127.0.0.1:{ports.namesrv}    broker: 127.0.0.1:{ports.broker}",
+            f"nameserver:  127.0.0.1:{ports.namesrv}    broker: 127.0.0.1:{ports.broker}"
+            f"    proxy (RocketMQ 5 clients, gRPC): 127.0.0.1:{ports.proxy}",
             f"redis:       {redisserver.masked(redis.url)}",
             f"logs:        {quiver_data_dir / 'log'}",
         ]
