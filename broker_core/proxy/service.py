@@ -153,6 +153,8 @@ class MessagingService(_Servicer):  # type: ignore[misc]
     # -- sends ------------------------------------------------------------------------------------
 
     async def SendMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        if not request.messages:
+            return svc.SendMessageResponse(status=status(pb.BAD_REQUEST, "the request carries no message"))
         entries = []
         for message in request.messages:
             entries.append(await self._send_one(message, context))

@@ -142,3 +142,42 @@ def test_the_proxy_command_refuses_a_bad_config_with_a_sentence(tmp_path: Path) 
         capture_output=True, text=True, timeout=60, cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 1 and "proxyMode = 'local' is not served" in done.stderr
+
+
+async def test_garbage_and_odd_requests_never_take_the_proxy_down(tmp_path: Path) -> None:
+    """Bytes that are not HTTP/2, a send with no message, one with an unknown topic, and a
+    GZIP body that does not inflate: each gets its answer, and the proxy serves on."""
+    pb, svc, grpc_svc = load()
+    async with run_namesrv() as ns, run_broker(tmp_path / "store", ns.address) as broker:
+        broker.topics.update(TopicConfig(TOPIC, 1, 1))
+        await broker.registration.register_all()  # type: ignore[union-attr]
+        proxy = ProxyServer(ProxyConfig(namesrv_addr=ns.address, grpc_server_port=0))
+        await proxy.start()
+        try:
+            host, port = proxy.address.rsplit(":", 1)
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(b"\x00\xff garbage that is not HTTP/2 at all\r\n" * 100)
+            await writer.drain()
+            await reader.read(1024)  # whatever it answers, then it closes
+            writer.close()
+            async with grpc.aio.insecure_channel(proxy.address) as channel:
+                stub = grpc_svc.MessagingServiceStub(channel)
+                empty = await stub.SendMessage(svc.SendMessageRequest(), timeout=5)
+                assert empty.status.code == pb.BAD_REQUEST and "no message" in empty.status.message
+
+                def one(topic: str, **system: object) -> object:
+                    props = pb.SystemProperties(message_id="ID-1", **system)
+                    return svc.SendMessageRequest(
+                        messages=[
+                            pb.Message(topic=pb.Resource(name=topic), body=b"x", system_properties=props)
+                        ]
+                    )
+
+                unknown = await stub.SendMessage(one("NoSuchTopic"), timeout=5)
+                assert unknown.entries[0].status.code == pb.TOPIC_NOT_FOUND
+                corrupt = await stub.SendMessage(one(TOPIC, body_encoding=pb.GZIP), timeout=5)
+                assert corrupt.entries[0].status.code == pb.MESSAGE_CORRUPTED
+                fine = await stub.SendMessage(one(TOPIC), timeout=5)
+                assert fine.entries[0].status.code == pb.OK and fine.entries[0].message_id == "ID-1"
+        finally:
+            await proxy.close()
