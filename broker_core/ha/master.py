@@ -90,6 +90,11 @@ class HAMaster:
 
     def stop(self) -> None:
         self._stopping.set()
+        if self._listener is not None:
+            try:  # wakes the accepting thread now, not at its next housekeeping tick
+                self._listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         if self._accepting is not None:
             self._accepting.join()
         if self._listener is not None:
