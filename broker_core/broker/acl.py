@@ -21,28 +21,35 @@ NO_PERMISSION with the reason, and logged.
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 import yaml
 
+from broker_core.model.acl import (
+    ACL_FILE,
+    PUB,
+    SUB,
+    Account,
+    account_to_json,
+    address_list,
+    address_matches,
+    parse_acl,
+    parse_perm,
+    perm_name,
+    perm_table,
+)
 from broker_core.remoting import acl as signing
 from broker_core.remoting.codes import RequestCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.headers import CONSUMER_GROUP, SEND_V1_KEYS, SEND_V2_KEYS
-from broker_core.topics import RETRY_GROUP_TOPIC_PREFIX
 
 log = logging.getLogger(__name__)
 
-ACL_FILE = "plain_acl.yml"
-DENY, PUB, SUB = 0, 1, 2
-_PERMS = {"DENY": DENY, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "ANY": PUB | SUB}
 RELOAD_CHECK_SECONDS = 1.0
 
 ADMIN_CODES = frozenset(
@@ -63,98 +70,6 @@ ADMIN_CODES = frozenset(
         RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG,
     }
 )
-
-
-def parse_perm(text: object) -> int:
-    """``"PUB|SUB"`` -> PUB | SUB; anything unknown is DENY (as RocketMQ reads it)."""
-    return _PERMS.get(str(text).strip().upper().replace(" ", ""), DENY)
-
-
-def _address_matches(patterns: list[str], address: str) -> bool:
-    ip = address.rpartition(":")[0].strip("[]") if ":" in address else address
-    return any(pattern and fnmatch.fnmatch(ip, pattern.strip()) for pattern in patterns)
-
-
-@dataclass
-class Account:
-    access_key: str
-    secret_key: str
-    white_remote_address: list[str] = field(default_factory=list)
-    admin: bool = False
-    default_topic_perm: int = DENY
-    default_group_perm: int = DENY
-    topic_perms: dict[str, int] = field(default_factory=dict)
-    group_perms: dict[str, int] = field(default_factory=dict)
-
-    def topic_allowed(self, topic: str, needed: int) -> bool:
-        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # a retry topic belongs to its group
-            return self.group_allowed(topic[len(RETRY_GROUP_TOPIC_PREFIX) :], SUB)
-        granted = self.topic_perms.get(topic, self.default_topic_perm)
-        return granted & needed == needed and granted != DENY
-
-    def group_allowed(self, group: str, needed: int) -> bool:
-        granted = self.group_perms.get(group, self.default_group_perm)
-        return granted & needed == needed and granted != DENY
-
-
-def _perm_table(entries: Any) -> dict[str, int]:
-    table = {}
-    for entry in entries or []:
-        name, _, perm = str(entry).partition("=")
-        if name.strip():
-            table[name.strip()] = parse_perm(perm)
-    return table
-
-
-def _addresses(value: Any) -> list[str]:
-    if not value:
-        return []
-    if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
-    return [str(v).strip() for v in value if str(v).strip()]
-
-
-def parse_acl(text: str) -> tuple[list[str], dict[str, Account]]:
-    """Parse plain_acl.yml; raise ValueError saying what is wrong."""
-    doc = yaml.safe_load(text) or {}
-    if not isinstance(doc, dict):
-        raise ValueError("plain_acl.yml must be a mapping")
-    accounts: dict[str, Account] = {}
-    for raw in doc.get("accounts") or []:
-        if not isinstance(raw, dict) or not raw.get("accessKey") or not raw.get("secretKey"):
-            raise ValueError(f"an account needs accessKey and secretKey: {raw!r}")
-        account = Account(
-            access_key=str(raw["accessKey"]),
-            secret_key=str(raw["secretKey"]),
-            white_remote_address=_addresses(raw.get("whiteRemoteAddress")),
-            admin=bool(raw.get("admin", False)),
-            default_topic_perm=parse_perm(raw.get("defaultTopicPerm", "DENY")),
-            default_group_perm=parse_perm(raw.get("defaultGroupPerm", "DENY")),
-            topic_perms=_perm_table(raw.get("topicPerms")),
-            group_perms=_perm_table(raw.get("groupPerms")),
-        )
-        accounts[account.access_key] = account
-    return _addresses(doc.get("globalWhiteRemoteAddresses")), accounts
-
-
-def _perm_name(perm: int) -> str:
-    return {DENY: "DENY", PUB: "PUB", SUB: "SUB", PUB | SUB: "PUB|SUB"}.get(perm, "DENY")
-
-
-def account_to_json(account: Account, *, with_secret: bool = True) -> dict[str, Any]:
-    """An account as plain_acl.yml (and GET_BROKER_CLUSTER_ACL_CONFIG) writes it."""
-    data: dict[str, Any] = {
-        "accessKey": account.access_key,
-        "whiteRemoteAddress": ",".join(account.white_remote_address),
-        "admin": account.admin,
-        "defaultTopicPerm": _perm_name(account.default_topic_perm),
-        "defaultGroupPerm": _perm_name(account.default_group_perm),
-        "topicPerms": [f"{t}={_perm_name(p)}" for t, p in sorted(account.topic_perms.items())],
-        "groupPerms": [f"{g}={_perm_name(p)}" for g, p in sorted(account.group_perms.items())],
-    }
-    if with_secret:
-        data["secretKey"] = account.secret_key
-    return data
 
 
 class PlainAcl:
@@ -226,20 +141,20 @@ class PlainAcl:
         account = Account(
             access_key=key,
             secret_key=secret,
-            white_remote_address=_addresses(
+            white_remote_address=address_list(
                 pick("whiteRemoteAddress", ",".join(old.white_remote_address) if old else "")
             ),
             admin=str(pick("admin", old.admin if old else False)).lower() == "true",
             default_topic_perm=parse_perm(
-                pick("defaultTopicPerm", _perm_name(old.default_topic_perm) if old else "DENY")
+                pick("defaultTopicPerm", perm_name(old.default_topic_perm) if old else "DENY")
             ),
             default_group_perm=parse_perm(
-                pick("defaultGroupPerm", _perm_name(old.default_group_perm) if old else "DENY")
+                pick("defaultGroupPerm", perm_name(old.default_group_perm) if old else "DENY")
             ),
-            topic_perms=_perm_table(fields["topicPerms"].split(","))
+            topic_perms=perm_table(fields["topicPerms"].split(","))
             if "topicPerms" in fields
             else (old.topic_perms if old else {}),
-            group_perms=_perm_table(fields["groupPerms"].split(","))
+            group_perms=perm_table(fields["groupPerms"].split(","))
             if "groupPerms" in fields
             else (old.group_perms if old else {}),
         )
@@ -262,7 +177,7 @@ class PlainAcl:
     def check(self, request: RemotingCommand, remote_address: str) -> str | None:
         """Why ``request`` is refused, or None when it is allowed."""
         self.reload()
-        if _address_matches(self.global_white, remote_address):
+        if address_matches(self.global_white, remote_address):
             return None
         access_key = request.ext_fields.get(signing.ACCESS_KEY, "")
         if not access_key:
@@ -271,7 +186,7 @@ class PlainAcl:
         if account is None:
             return f"no ACL account for AccessKey {access_key!r}"
         # A client on the account's white list needs no signature.
-        white_listed = _address_matches(account.white_remote_address, remote_address)
+        white_listed = address_matches(account.white_remote_address, remote_address)
         if not white_listed and not signing.verify(request, account.secret_key):
             return f"the signature of AccessKey {access_key!r} does not match"
         if account.admin:

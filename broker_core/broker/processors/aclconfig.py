@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import yaml
 
-from broker_core.broker.acl import PlainAcl, account_to_json
+from broker_core.broker.acl import PlainAcl
+from broker_core.model.acl import account_to_json
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
 

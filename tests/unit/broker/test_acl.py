@@ -8,7 +8,8 @@ from pathlib import Path
 
 import orjson
 
-from broker_core.broker.acl import PUB, SUB, PlainAcl, parse_acl, parse_perm
+from broker_core.broker.acl import PlainAcl
+from broker_core.model.acl import PUB, SUB, parse_acl, parse_perm
 from broker_core.remoting import acl as signing
 from broker_core.remoting.codes import RequestCode
 from broker_core.remoting.command import RemotingCommand
