@@ -29,6 +29,14 @@ class ProxyConfig:
     # Only "cluster": the proxy in front of separate brokers.  ("local", a proxy inside a
     # broker process, is RocketMQ's other mode.)
     proxy_mode: str = "cluster"
+    # Check the clients' signatures against the accounts of plain_acl.yml (RocketMQ 5.1's
+    # ACL 1.0 in the proxy): ``plainAclFile``, else ``rocketmqHome``/conf/plain_acl.yml.
+    enable_acl: bool = False
+    plain_acl_file: str = ""
+    rocketmq_home: str = ""
+    # Sign the requests to the brokers as the client's account, so brokers with
+    # aclEnable apply that account's permissions (RocketMQ's key; off by default there too).
+    enable_acl_rpc_hook_for_cluster_mode: bool = False
 
     def __post_init__(self) -> None:
         if not 0 <= self.grpc_server_port <= 65535:
@@ -40,6 +48,17 @@ class ProxyConfig:
             )
         if not self.namesrv_addrs:
             raise ConfigError("namesrvAddr is empty: give the cluster's nameservers, e.g. 127.0.0.1:9876")
+        if self.enable_acl and not self.acl_file.is_file():
+            raise ConfigError(
+                f"enableACL is true but {self.acl_file} is not a file: set plainAclFile to the "
+                "plain_acl.yml the brokers use (or rocketmqHome to the directory whose conf/ holds it)"
+            )
+
+    @property
+    def acl_file(self) -> Path:
+        if self.plain_acl_file:
+            return Path(self.plain_acl_file).expanduser()
+        return Path(self.rocketmq_home or ".").expanduser() / "conf" / "plain_acl.yml"
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -53,6 +72,10 @@ _KEYS: dict[str, tuple[str, type]] = {
     "grpcServerPort": ("grpc_server_port", int),
     "grpcServerHost": ("grpc_server_host", str),
     "proxyMode": ("proxy_mode", str),
+    "enableACL": ("enable_acl", bool),
+    "plainAclFile": ("plain_acl_file", str),
+    "rocketmqHome": ("rocketmq_home", str),
+    "enableAclRpcHookForClusterMode": ("enable_acl_rpc_hook_for_cluster_mode", bool),
 }
 
 
@@ -77,6 +100,13 @@ def load_proxy_config(path: str | Path | None) -> tuple[ProxyConfig, list[str]]:
             unknown.append(key)
             continue
         name, kind = spec
+        if kind is bool:
+            if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+                value = value.strip().lower() == "true"
+            if not isinstance(value, bool):
+                raise ConfigError(f"{path}: {key} must be true or false, not {value!r}")
+            kwargs[name] = value
+            continue
         if kind is int and (isinstance(value, bool) or not isinstance(value, int | str)):
             raise ConfigError(f"{path}: {key} must be a number, not {value!r}")
         try:

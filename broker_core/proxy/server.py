@@ -24,6 +24,7 @@ class ProxyServer:
         self.config = config
         self.admin = AdminClient(config.namesrv_addrs)
         self._server: grpc.aio.Server | None = None
+        self._service: MessagingService | None = None
         self.port = config.grpc_server_port
 
     @property
@@ -42,6 +43,7 @@ class ProxyServer:
             raise OSError(f"cannot listen on {self.config.grpc_server_host}:{self.config.grpc_server_port}")
         service = MessagingService(self.config, self.admin, (self.config.grpc_server_host, self.port))
         grpc_svc.add_MessagingServiceServicer_to_server(service, server)
+        self._service = service
         await server.start()
         self._server = server
         log.info("proxy for cluster %s serving gRPC on %s", self.config.rocket_mq_cluster_name, self.address)
@@ -50,4 +52,6 @@ class ProxyServer:
         if self._server is not None:
             await self._server.stop(grace=1.0)
             self._server = None
+        if self._service is not None:
+            await self._service.close()
         await self.admin.close()

@@ -33,8 +33,10 @@ import grpc
 from broker_core.client.admin import AdminClient
 from broker_core.client.routes import TopicRoute
 from broker_core.errors import AdminError
+from broker_core.model.acl import Account
 from broker_core.model.message import encode_properties
 from broker_core.model.topicconfig import PERM_READ, PERM_WRITE
+from broker_core.proxy.auth import Authenticator, Unauthorized
 from broker_core.proxy.config import ProxyConfig
 from broker_core.proxy.stubs import load
 from broker_core.remoting.codes import ResponseCode
@@ -76,6 +78,39 @@ class MessagingService(_Servicer):  # type: ignore[misc]
         self.endpoint = endpoint
         self._routes: dict[str, tuple[TopicRoute, float]] = {}
         self._turn = itertools.count()
+        self.authenticator = Authenticator(config.acl_file) if config.enable_acl else None
+        # Per account (key and secret), a client that signs the brokers' requests as it.
+        self._signed: dict[tuple[str, str], AdminClient] = {}
+
+    # -- who calls ------------------------------------------------------------------------------
+
+    def _caller(self, context: grpc.aio.ServicerContext) -> tuple[Account | None, Any]:
+        """(the calling account, None) when it may go on, else (None, the UNAUTHORIZED status).
+
+        Without enableACL every call goes on as nobody in particular.
+        """
+        if self.authenticator is None:
+            return None, None
+        try:
+            return self.authenticator.authenticate(context.invocation_metadata() or ()), None
+        except Unauthorized as exc:
+            return None, status(pb.UNAUTHORIZED, str(exc))
+
+    def _broker_client(self, account: Account | None) -> AdminClient:
+        """The client the brokers' requests go through: signed as ``account`` in RPC hook mode."""
+        if account is None or not self.config.enable_acl_rpc_hook_for_cluster_mode:
+            return self.admin
+        key = (account.access_key, account.secret_key)
+        client = self._signed.get(key)
+        if client is None:
+            client = self._signed[key] = AdminClient(
+                self.config.namesrv_addrs, access_key=account.access_key, secret_key=account.secret_key
+            )
+        return client
+
+    async def close(self) -> None:
+        for client in self._signed.values():
+            await client.close()
 
     # -- routes ------------------------------------------------------------------------------
 
@@ -94,6 +129,9 @@ class MessagingService(_Servicer):  # type: ignore[misc]
         return pb.Endpoints(scheme=pb.IPv4, addresses=[pb.Address(host=host, port=port)])
 
     async def QueryRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        _account, denied = self._caller(context)
+        if denied is not None:
+            return svc.QueryRouteResponse(status=denied)
         topic = request.topic.name
         try:
             route = await self._route(topic, fresh=True)
@@ -122,15 +160,21 @@ class MessagingService(_Servicer):  # type: ignore[misc]
     # -- clients -----------------------------------------------------------------------------
 
     async def Heartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
-        return svc.HeartbeatResponse(status=status(pb.OK))
+        _account, denied = self._caller(context)
+        return svc.HeartbeatResponse(status=denied or status(pb.OK))
 
     async def NotifyClientTermination(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
-        return svc.NotifyClientTerminationResponse(status=status(pb.OK))
+        _account, denied = self._caller(context)
+        return svc.NotifyClientTerminationResponse(status=denied or status(pb.OK))
 
     async def Telemetry(  # noqa: N802
         self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[Any]:
         """The settings handshake: each Settings the client sends comes back completed."""
+        _account, denied = self._caller(context)
+        if denied is not None:
+            yield svc.TelemetryCommand(status=denied)
+            return
         async for command in request_iterator:
             if command.HasField("settings"):
                 yield svc.TelemetryCommand(status=status(pb.OK), settings=self._settings(command.settings))
@@ -153,15 +197,19 @@ class MessagingService(_Servicer):  # type: ignore[misc]
     # -- sends ------------------------------------------------------------------------------------
 
     async def SendMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        account, denied = self._caller(context)
+        if denied is not None:
+            return svc.SendMessageResponse(status=denied)
         if not request.messages:
             return svc.SendMessageResponse(status=status(pb.BAD_REQUEST, "the request carries no message"))
+        sender = self._broker_client(account)
         entries = []
         for message in request.messages:
-            entries.append(await self._send_one(message, context))
+            entries.append(await self._send_one(message, sender))
         worst = next((e.status for e in entries if e.status.code != pb.OK), status(pb.OK))
         return svc.SendMessageResponse(status=worst, entries=entries)
 
-    async def _send_one(self, message: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def _send_one(self, message: Any, sender: AdminClient) -> Any:
         system = message.system_properties
         message_id = system.message_id
 
@@ -191,7 +239,7 @@ class MessagingService(_Servicer):  # type: ignore[misc]
         for attempt in range(2):
             try:
                 route = await self._route(topic, fresh=attempt > 0)
-                return await self._send_to(route, topic, body, properties, group, message_id)
+                return await self._send_to(sender, route, topic, body, properties, group, message_id)
             except AdminError as exc:
                 if exc.code == ResponseCode.TOPIC_NOT_EXIST:
                     return refused(pb.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist")
@@ -204,6 +252,7 @@ class MessagingService(_Servicer):  # type: ignore[misc]
 
     async def _send_to(
         self,
+        sender: AdminClient,
         route: TopicRoute,
         topic: str,
         body: bytes,
@@ -231,7 +280,7 @@ class MessagingService(_Servicer):  # type: ignore[misc]
             born_timestamp=int(time.time() * 1000),
             properties=encode_properties(properties).decode("utf-8"),
         )
-        response = await self.admin.requests.send_message(masters[broker_name], header, body)
+        response = await sender.requests.send_message(masters[broker_name], header, body)
         if response.code != ResponseCode.SUCCESS:
             return svc.SendResultEntry(
                 status=status(_send_code(response.code), response.remark or f"refused ({response.code})"),

@@ -36,7 +36,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-async def run_v5(script: str, *args: str, home: Path) -> list[dict[str, object]]:
+async def run_v5(
+    script: str, *args: str, home: Path, env: dict[str, str] | None = None
+) -> list[dict[str, object]]:
     home.mkdir(parents=True, exist_ok=True)
     proc = await asyncio.create_subprocess_exec(
         str(V5_PYTHON),
@@ -44,7 +46,7 @@ async def run_v5(script: str, *args: str, home: Path) -> list[dict[str, object]]
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "HOME": str(home), "PYTHONPATH": ""},
+        env={**os.environ, "HOME": str(home), "PYTHONPATH": "", **(env or {})},
     )
     try:
         out, err = await asyncio.wait_for(proc.communicate(), 90)
