@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -127,6 +128,7 @@ def main() -> None:
     finally:
         for server in reversed(servers):
             server.stop()
+        shutil.rmtree(work, ignore_errors=True)  # the broker's 1 GiB segment is not kept
     ratio = round(v5["msgs_s"] / remoting["msgs_s"], 3)
     print(f"our client, remoting   sync {remoting['msgs_s']:>6,} msgs/s  p50 {remoting['p50_ms']:.3f} ms  "
           f"p99 {remoting['p99_ms']:.3f} ms")  # fmt: skip
