@@ -24,6 +24,7 @@ from broker_core.broker.clients import ClientTables
 from broker_core.broker.groups import SubscriptionGroupManager
 from broker_core.broker.locks import RebalanceLockManager
 from broker_core.broker.maintenance import MaintenanceService, default_leases_ms
+from broker_core.broker.pop.service import PopService
 from broker_core.broker.processors.aclconfig import AclConfigProcessor
 from broker_core.broker.processors.admin import AdminProcessor
 from broker_core.broker.processors.clients import ClientProcessor
@@ -31,6 +32,7 @@ from broker_core.broker.processors.connections import ConnectionProcessor
 from broker_core.broker.processors.locks import LockProcessor
 from broker_core.broker.processors.maintenance import MaintenanceProcessor
 from broker_core.broker.processors.offsets import OffsetProcessor
+from broker_core.broker.processors.pop import PopProcessor
 from broker_core.broker.processors.pull import PullHoldService, PullProcessor
 from broker_core.broker.processors.query import QueryProcessor
 from broker_core.broker.processors.resetoffset import ResetOffsetProcessor
@@ -121,6 +123,8 @@ class BrokerController:
         self.clients = ClientTables()
         self.locks = RebalanceLockManager(clock_ms)
         self.store: MessageStore | None = None
+        # RocketMQ 5's pop consumption (made with the processors, once the store is open).
+        self.pop: PopService | None = None
         self.registration: BrokerRegistration | None = None
         self.replication: BrokerReplication | None = None
         self._maintenance: MaintenanceService | None = None
@@ -212,6 +216,9 @@ class BrokerController:
             await self.registration.stop()
             self.registration = None
         await self.server.close()
+        if self.pop is not None:
+            self.pop.close()
+            self.pop = None
         if self.replication is not None:
             await self.replication.stop()
             self.replication = None
@@ -230,6 +237,12 @@ class BrokerController:
         self.store.add_arrival_listener(hold.on_arrival)
         self.store.set_prompt_dispatch(hold.is_waiting)
         server.register(RequestCode.PULL_MESSAGE, PullProcessor(self, hold).handle)
+        self.pop = PopService(self, hold.wake)
+        pop = PopProcessor(self, hold, self.pop)
+        server.register(RequestCode.POP_MESSAGE, pop.pop)
+        server.register(RequestCode.ACK_MESSAGE, pop.ack)
+        server.register(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, pop.change_invisible_time)
+        server.register(RequestCode.QUIVER_GET_POP_STATUS, pop.status)
         clients = ClientProcessor(self)
         server.register(RequestCode.HEART_BEAT, clients.heartbeat)
         server.register(RequestCode.UNREGISTER_CLIENT, clients.unregister_client)
@@ -257,6 +270,7 @@ class BrokerController:
         server.register(RequestCode.UPDATE_AND_CREATE_TOPIC, admin.update_and_create_topic)
         server.register(RequestCode.DELETE_TOPIC_IN_BROKER, admin.delete_topic)
         server.register(RequestCode.GET_ALL_TOPIC_CONFIG, admin.all_topic_config)
+        server.register(RequestCode.GET_TOPIC_CONFIG, admin.topic_config)
         server.register(RequestCode.GET_TOPIC_NAME_LIST, admin.topic_name_list)
         server.register(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, admin.update_and_create_group)
         server.register(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, admin.all_group_config)

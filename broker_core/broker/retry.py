@@ -12,8 +12,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from broker_core.model.groupconfig import SubscriptionGroupConfig
+from broker_core.model.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    MessageExt,
+    MessageInner,
+)
 from broker_core.model.topicconfig import PERM_READ, PERM_WRITE, TopicConfig
-from broker_core.topics import RETRY_GROUP_TOPIC_PREFIX
+from broker_core.topics import RETRY_GROUP_TOPIC_PREFIX, dlq_topic
 
 if TYPE_CHECKING:
     from broker_core.broker.controller import BrokerController
@@ -49,3 +57,35 @@ def max_reconsume_times(config: SubscriptionGroupConfig, asked: int | None) -> i
     """How often a message of the group may be redelivered: what the client asked for
     (Java sends its consumer's maxReconsumeTimes), else the group's ``retryMaxTimes``."""
     return config.retry_max_times if asked is None else asked
+
+
+def send_back_properties(original: MessageExt) -> dict[str, str]:
+    """The properties a redelivered or dead-lettered copy of ``original`` carries: where it
+    came from (RETRY_TOPIC, ORIGIN_MESSAGE_ID) and no delay level of its own."""
+    props = dict(original.properties)
+    props.setdefault(PROPERTY_RETRY_TOPIC, original.topic)
+    props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+    props.setdefault(
+        PROPERTY_ORIGIN_MESSAGE_ID, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or original.msg_id
+    )
+    return props
+
+
+def dead_letter_copy(
+    broker: BrokerController, group: str, original: MessageExt, reconsume_times: int
+) -> MessageInner:
+    """The copy of ``original`` to store in ``%DLQ%<group>`` (queue 0), the topic created if
+    missing."""
+    topic = dlq_topic(group)
+    ensure_send_back_topic(broker, topic)
+    return MessageInner(
+        topic,
+        0,
+        original.body,
+        send_back_properties(original),
+        flag=original.flag,
+        sys_flag=original.sys_flag,
+        born_timestamp=original.born_timestamp,
+        born_host=original.born_host,
+        reconsume_times=reconsume_times,
+    )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -30,6 +31,11 @@ from broker_core.remoting.headers import (
     QueryConsumerOffsetResponseHeader,
     SendMessageRequestHeader,
     UpdateConsumerOffsetRequestHeader,
+)
+from broker_core.remoting.popheaders import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    PopMessageRequestHeader,
 )
 
 Send = Callable[[str, RemotingCommand, "float | None"], Awaitable[RemotingCommand]]
@@ -114,6 +120,47 @@ class BrokerRequests:
         """SEND_MESSAGE_V2 (SEND_BATCH_MESSAGE for a batch): the answer, whatever its code
         (the producer judges it and parses its ``SendMessageResponseHeader``)."""
         return await self._send(addr, send_message_request(header, body), timeout_s)
+
+    async def pop_message(
+        self, addr: str, header: PopMessageRequestHeader, timeout_s: float | None = None
+    ) -> RemotingCommand:
+        """POP_MESSAGE: the answer, whatever its code (SUCCESS with records, PULL_NOT_FOUND
+        when nothing came within the poll time, or a refusal: the caller judges it)."""
+        request = RemotingCommand.request(RequestCode.POP_MESSAGE, header.to_fields())
+        return await self._send(addr, request, timeout_s)
+
+    async def ack_message(
+        self, addr: str, header: AckMessageRequestHeader, timeout_s: float | None = None
+    ) -> RemotingCommand:
+        """ACK_MESSAGE: the answer (SUCCESS, or NO_MESSAGE for a handle no longer current)."""
+        request = RemotingCommand.request(RequestCode.ACK_MESSAGE, header.to_fields())
+        return await self._send(addr, request, timeout_s)
+
+    async def change_invisible_time(
+        self, addr: str, header: ChangeInvisibleTimeRequestHeader, timeout_s: float | None = None
+    ) -> RemotingCommand:
+        """CHANGE_MESSAGE_INVISIBLETIME: the answer; on SUCCESS its header carries the new
+        pop time (``ChangeInvisibleTimeResponseHeader``), which makes the new handle."""
+        request = RemotingCommand.request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header.to_fields())
+        return await self._send(addr, request, timeout_s)
+
+    async def pop_status(
+        self, addr: str, group: str = "", timeout_s: float | None = None
+    ) -> dict[str, Any]:
+        """QUIVER_GET_POP_STATUS: the broker's pop books (of ``group``, or all)."""
+        fields = {"consumerGroup": group} if group else {}
+        response = await self._send(
+            addr, RemotingCommand.request(RequestCode.QUIVER_GET_POP_STATUS, fields), timeout_s
+        )
+        if response.code != ResponseCode.SUCCESS:
+            raise refused(addr, "its pop status", response)
+        try:
+            body = orjson.loads(response.body)
+        except orjson.JSONDecodeError as exc:
+            raise ClientError(f"{addr} answered its pop status with a malformed body: {exc}") from None
+        if not isinstance(body, dict):
+            raise ClientError(f"{addr} answered its pop status with {type(body).__name__}, not an object")
+        return body
 
     async def get_consumer_list_by_group(
         self, addr: str, group: str, timeout_s: float | None = None

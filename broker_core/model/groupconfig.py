@@ -33,6 +33,7 @@ class SubscriptionGroupConfigJson(TypedDict):
     brokerId: int
     whichBrokerWhenConsumeSlowly: int
     notifyConsumerIdsChangedEnable: bool
+    consumeMessageOrderly: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,8 @@ class SubscriptionGroupConfig:
     group's DLQ; ``retry_queue_nums`` is the queue count of its ``%RETRY%`` topic.
     ``broker_id`` is where the group pulls from (0 = the master) and
     ``which_broker_when_consume_slowly`` where it is sent when it falls far behind.
+    ``consume_message_orderly`` makes it a FIFO group (RocketMQ 5): its pop consumers get
+    the messages of one message group in order, one in flight at a time.
     """
 
     group_name: GroupName
@@ -54,6 +57,7 @@ class SubscriptionGroupConfig:
     broker_id: int = MASTER_ID
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    consume_message_orderly: bool = False
 
     def problem(self) -> str | None:
         """Return why this config may not be stored, or None when it may."""
@@ -81,6 +85,7 @@ class SubscriptionGroupConfig:
             "brokerId": self.broker_id,
             "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
             "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
+            "consumeMessageOrderly": self.consume_message_orderly,
         }
 
     @classmethod
@@ -100,4 +105,5 @@ class SubscriptionGroupConfig:
             broker_id=json_int(obj, "brokerId", MASTER_ID),
             which_broker_when_consume_slowly=json_int(obj, "whichBrokerWhenConsumeSlowly", 1),
             notify_consumer_ids_changed_enable=json_bool(obj, "notifyConsumerIdsChangedEnable", True),
+            consume_message_orderly=json_bool(obj, "consumeMessageOrderly", False),
         )

@@ -123,6 +123,12 @@ class RequestCode(IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    # RocketMQ 5: one topic's config (with its attributes), as its proxy reads it.
+    GET_TOPIC_CONFIG = 351
+    # RocketMQ 5's pop consumption (``broker_core.broker.processors.pop``).
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
     # Quiver's own, far above RocketMQ's range: the maintenance jobs as broker operations.
     # RocketMQ 5's code for a broker's replication state (GET_BROKER_HA_STATUS); the body
     # is Quiver's (``broker_core.model.hastatus``).
@@ -135,6 +141,8 @@ class RequestCode(IntEnum):
     # Delayed messages waiting per delay level (with the next due time) and the pending
     # half messages of transactions (with their age): what RocketMQ hides in system topics.
     QUIVER_GET_SCHEDULE_STATUS = 90004
+    # Pop consumption per group and queue: in flight, acked, attempts (the console's view).
+    QUIVER_GET_POP_STATUS = 90005
     # Nameserver: when each broker last registered (its heartbeat), by address.
     QUIVER_GET_BROKER_LIVE_INFO = 90100
 
@@ -166,6 +174,7 @@ class ResponseCode(IntEnum):
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
     FILTER_DATA_NOT_EXIST = 27
     FILTER_DATA_NOT_LATEST = 28
+    INVALID_PARAMETER = 29  # RocketMQ 5
     TRANSACTION_SHOULD_COMMIT = 200
     TRANSACTION_SHOULD_ROLLBACK = 201
     TRANSACTION_STATE_UNKNOW = 202

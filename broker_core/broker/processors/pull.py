@@ -80,6 +80,11 @@ class PullHoldService:
         else:
             self._loop.call_soon_threadsafe(self._wake, keys)
 
+    def wake(self, keys: list[tuple[str, int]]) -> None:
+        """Wake what is held on these queues (on the loop): new messages, or (pop) a FIFO
+        message group freed by an ack."""
+        self._wake(keys)
+
     def _wake(self, keys: list[tuple[str, int]]) -> None:
         for key in keys:
             for future in self._waiting.pop(key, []):
@@ -87,18 +92,24 @@ class PullHoldService:
                     future.set_result(None)
 
     async def wait(self, topic: str, queue_id: int, timeout_s: float) -> None:
+        await self.wait_any([(topic, queue_id)], timeout_s)
+
+    async def wait_any(self, keys: list[tuple[str, int]], timeout_s: float) -> None:
+        """Until something arrives on any of these queues, or ``timeout_s`` passes."""
         future: asyncio.Future[None] = self._loop.create_future()
-        self._waiting.setdefault((topic, queue_id), []).append(future)
+        for key in keys:
+            self._waiting.setdefault(key, []).append(future)
         try:
             await asyncio.wait_for(future, timeout_s)
         except TimeoutError:
             pass
         finally:
-            waiting = self._waiting.get((topic, queue_id))
-            if waiting is not None and future in waiting:
-                waiting.remove(future)
-                if not waiting:
-                    del self._waiting[(topic, queue_id)]
+            for key in keys:
+                waiting = self._waiting.get(key)
+                if waiting is not None and future in waiting:
+                    waiting.remove(future)
+                    if not waiting:
+                        del self._waiting[key]
 
 
 # The machine's memory (RocketMQ's TOTAL_PHYSICAL_MEMORY_SIZE).

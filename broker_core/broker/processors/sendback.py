@@ -13,14 +13,8 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from broker_core.broker.groups import group_not_exist_remark
-from broker_core.broker.retry import ensure_send_back_topic, max_reconsume_times
-from broker_core.model.message import (
-    PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_ORIGIN_MESSAGE_ID,
-    PROPERTY_RETRY_TOPIC,
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-    MessageInner,
-)
+from broker_core.broker.retry import ensure_send_back_topic, max_reconsume_times, send_back_properties
+from broker_core.model.message import PROPERTY_DELAY_TIME_LEVEL, MessageInner
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.topics import dlq_topic, retry_topic
@@ -54,12 +48,7 @@ class SendBackProcessor:
         original = store.look_message_by_offset(phys)
         if original is None:
             return request.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {phys}")
-        props = dict(original.properties)
-        props.setdefault(PROPERTY_RETRY_TOPIC, original.topic)
-        props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
-        props.setdefault(
-            PROPERTY_ORIGIN_MESSAGE_ID, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or original.msg_id
-        )
+        props = send_back_properties(original)
         max_times = max_reconsume_times(config, max_times_override)
         if original.reconsume_times >= max_times or delay_level < 0:
             topic, queue_id = dlq_topic(group), 0
