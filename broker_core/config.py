@@ -73,6 +73,9 @@ class StoreConfig:
     # At most this many segments are deleted per expiry run (keeps a run short).
     delete_files_batch_max: int = 10
     message_delay_level: str = DEFAULT_DELAY_LEVELS
+    # Timer messages (store/timer.py): a send asking for a delivery time further ahead than
+    # this many seconds is refused (RocketMQ's default: 3 days).
+    timer_max_delay_sec: int = 3 * 24 * 3600
     # The broker's client-facing address: written as STOREHOST and used in msgIds.
     store_host: str = "127.0.0.1:10911"
     # Pre-create and pre-touch the next commit-log segment in the background.
@@ -94,6 +97,8 @@ class StoreConfig:
         if self.max_hash_slot_num <= 0 or self.max_index_num <= 0:
             raise ConfigError("maxHashSlotNum and maxIndexNum must be positive")
         parse_delay_levels(self.message_delay_level)
+        if self.timer_max_delay_sec <= 0:
+            raise ConfigError("timerMaxDelaySec must be a positive number of seconds")
         for hour in self.delete_when.split(";"):
             if not hour.strip().isdigit() or not 0 <= int(hour) <= 23:
                 raise ConfigError(
@@ -300,6 +305,11 @@ class BrokerConfig:
     trace_topic_enable: bool = False
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     auto_create_subscription_group: bool = True
+    # Refuse a send whose message type (broker_core.model.messagetype) is not its topic's
+    # message.type.  RocketMQ checks at its proxy (on there) and never at the broker: off.
+    enable_topic_message_type_check: bool = False
+    # RocketMQ: whether a topic may be given message.type = MIXED.
+    enable_mixed_message_type: bool = False
     default_topic_queue_nums: int = 8
     # PERM_READ | PERM_WRITE
     broker_permission: int = 6
@@ -500,6 +510,8 @@ LIVE_BROKER_KEYS = frozenset(
     {
         "autoCreateTopicEnable",
         "autoCreateSubscriptionGroup",
+        "enableMixedMessageType",
+        "enableTopicMessageTypeCheck",
         "brokerPermission",
         "longPollingEnable",
         "shortPollingTimeMills",

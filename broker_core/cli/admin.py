@@ -215,14 +215,24 @@ async def topic_status(admin: AdminClient, args: argparse.Namespace) -> Output:
     arg("-w", "--writeQueueNums", dest="write_queue_nums", type=int, default=8),
     arg("-p", "--perm", type=int, default=6, help="permission bits: 2 write, 4 read, 6 both"),
     arg("-o", "--order", type=_boolean, default=False, help="true for an order topic"),
+    arg(
+        "-a",
+        "--attributes",
+        help="attribute changes, +key=value or -key, comma separated: +message.type=FIFO "
+        "(NORMAL, FIFO, DELAY, TRANSACTION); without it an existing topic keeps its own",
+    ),
     broker_level=True,
 )
 async def update_topic(admin: AdminClient, args: argparse.Namespace) -> Output:
     config = TopicConfig(args.topic, args.read_queue_nums, args.write_queue_nums, args.perm, order=args.order)
-    addrs = await admin.create_or_update_topic(config, cluster=args.cluster, broker_addr=args.broker_addr)
+    attributes = (args.attributes or "").strip()
+    addrs = await admin.create_or_update_topic(
+        config, cluster=args.cluster, broker_addr=args.broker_addr, attributes=attributes
+    )
+    shown = {**config.to_json(), "attributes": attributes} if attributes else config.to_json()
     text = "\n".join(f"create topic to {addr} success." for addr in addrs)
-    text += "\n" + key_values(config.to_json().items(), " = ")
-    return Output({"topic": args.topic, "brokers": addrs, "config": config.to_json()}, text)
+    text += "\n" + key_values(shown.items(), " = ")
+    return Output({"topic": args.topic, "brokers": addrs, "config": shown}, text)
 
 
 @command(
@@ -381,6 +391,14 @@ async def reset_offset_by_time(admin: AdminClient, args: argparse.Namespace) -> 
         type=_boolean,
         default=True,
     ),
+    arg(
+        "-o",
+        "--consumeMessageOrderly",
+        dest="consume_message_orderly",
+        type=_boolean,
+        default=False,
+        help="a FIFO group: pop consumers (RocketMQ 5 clients) get each message group in order",
+    ),
     broker_level=True,
 )
 async def update_sub_group(admin: AdminClient, args: argparse.Namespace) -> Output:
@@ -394,6 +412,7 @@ async def update_sub_group(admin: AdminClient, args: argparse.Namespace) -> Outp
         broker_id=args.broker_id,
         which_broker_when_consume_slowly=args.which_broker_when_consume_slowly,
         notify_consumer_ids_changed_enable=args.notify_consumer_ids_changed_enable,
+        consume_message_orderly=args.consume_message_orderly,
     )
     addrs = await admin.create_or_update_subscription_group(
         config, cluster=args.cluster, broker_addr=args.broker_addr

@@ -7,19 +7,23 @@ import binascii
 
 from rest_framework import serializers
 
+from broker_core.model.messagetype import MESSAGE_TYPES
 from console.core.apiviews import PageQuery
-from console.topics.services import DEFAULT_TYPES, TYPES
+from console.topics.services import DEFAULT_TYPES, SETTABLE_MESSAGE_TYPES, TYPES
 
 TOPIC_NAME = r"^[%|a-zA-Z0-9_-]{1,127}$"
 # The same rule as a browser form's ``pattern`` (Chromium compiles it with the ``v`` flag,
 # where ``|`` and ``-`` must be escaped inside a class), and in words.
 TOPIC_NAME_HTML_PATTERN = r"[%\|a-zA-Z0-9_\-]{1,127}"
 TOPIC_NAME_RULE = "letters, digits, %, |, _ and -, at most 127 characters (no spaces)"
+# The message types a topic may show (one enum in the schema is the settable ones').
+MESSAGE_TYPE_OUT = "RocketMQ 5's message.type, one of " + ", ".join(MESSAGE_TYPES)
 
 
 class TopicWrite(serializers.Serializer):
-    """Create or update: queue counts, permission, order flag, and where (a broker cluster
-    name, or every master when omitted)."""
+    """Create or update: queue counts, permission, order flag, message type (omitted: a new
+    topic is NORMAL, an updated one keeps its own), and where (a broker cluster name, or
+    every master when omitted)."""
 
     name = serializers.RegexField(
         TOPIC_NAME,
@@ -31,6 +35,11 @@ class TopicWrite(serializers.Serializer):
     writeQueueNums = serializers.IntegerField(min_value=1, max_value=1024, default=8)  # noqa: N815
     perm = serializers.ChoiceField(choices=["RW", "R-", "-W", "--"], default="RW")
     order = serializers.BooleanField(default=False)
+    messageType = serializers.ChoiceField(  # noqa: N815
+        choices=SETTABLE_MESSAGE_TYPES,
+        required=False,
+        help_text="RocketMQ 5's message.type: the kind of message the topic takes",
+    )
     brokerCluster = serializers.CharField(required=False, allow_blank=True, max_length=127)  # noqa: N815
 
 
@@ -100,11 +109,14 @@ class OffsetByTimeQuery(serializers.Serializer):
 
 
 class TopicRowOut(serializers.Serializer):
-    """A topic in the list: its kind, where it lives, queue counts summed over its brokers
-    (null when no master answered for it), permission and order flag."""
+    """A topic in the list: its kind, its message type, where it lives, queue counts summed
+    over its brokers (null when no master answered for it), permission and order flag."""
 
     name = serializers.CharField()
     type = serializers.ChoiceField(choices=TYPES)
+    messageType = serializers.CharField(
+        allow_null=True, help_text=MESSAGE_TYPE_OUT + " (null when no master answered)"
+    )  # noqa: N815
     brokers = serializers.ListField(child=serializers.CharField())
     readQueueNums = serializers.IntegerField(allow_null=True)  # noqa: N815
     writeQueueNums = serializers.IntegerField(allow_null=True)  # noqa: N815
@@ -131,6 +143,7 @@ class TopicWrittenOut(serializers.Serializer):
     writeQueueNums = serializers.IntegerField()  # noqa: N815
     perm = serializers.CharField()
     order = serializers.BooleanField()
+    messageType = serializers.ChoiceField(choices=SETTABLE_MESSAGE_TYPES, required=False)  # noqa: N815
     brokerCluster = serializers.CharField(required=False)  # noqa: N815
 
 
@@ -170,10 +183,14 @@ class StoredTodayOut(serializers.Serializer):
 
 
 class TopicDetailOut(serializers.Serializer):
-    """One topic: route, queues, the groups consuming it, messages stored today (UTC)."""
+    """One topic: message type, route, queues, the groups consuming it, messages stored
+    today (UTC)."""
 
     name = serializers.CharField()
     type = serializers.ChoiceField(choices=TYPES)
+    messageType = serializers.CharField(
+        allow_null=True, help_text=MESSAGE_TYPE_OUT + " (null when no master holds it)"
+    )  # noqa: N815
     route = TopicRouteOut()
     totalMessages = serializers.IntegerField()  # noqa: N815
     queues = TopicQueueOut(many=True)

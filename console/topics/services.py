@@ -3,6 +3,11 @@ bounded number of broker calls (the list costs one nameserver call and one call 
 however many topics there are), and the write actions, one function each (create, update,
 delete after the impact check, send a test message) that checks the actor's right, acts on
 every master and writes the audit row (see ``console.core.actions``).
+
+A topic's ``messageType`` is RocketMQ 5's ``message.type`` attribute (NORMAL, FIFO, DELAY,
+TRANSACTION; NORMAL when unset), which brokers checking message types hold sends to.  It is
+not the console's ``type``, which sorts topics into application, retry, dead-letter and
+system ones for the list's filter.
 """
 
 from __future__ import annotations
@@ -14,6 +19,11 @@ from typing import Any, NotRequired, TypedDict
 from broker_core.broker.topics import PERM_READ, PERM_WRITE, TopicConfig
 from broker_core.client.admin import AdminClient
 from broker_core.errors import AdminError
+from broker_core.model.messagetype import DELAY as MESSAGE_DELAY
+from broker_core.model.messagetype import FIFO as MESSAGE_FIFO
+from broker_core.model.messagetype import NORMAL as MESSAGE_NORMAL
+from broker_core.model.messagetype import TRANSACTION as MESSAGE_TRANSACTION
+from broker_core.model.topicattributes import MESSAGE_TYPE_ATTRIBUTE
 from broker_core.remoting.codes import ResponseCode
 from broker_core.topics import is_system_topic
 from console.audit.services import audited
@@ -33,6 +43,9 @@ NORMAL, FIFO, RETRY, DLQ, DELAY, TRANSACTION, SYSTEM = (
 TYPES = (NORMAL, FIFO, RETRY, DLQ, DELAY, TRANSACTION, SYSTEM)
 # What a plain list shows: the topics applications use.
 DEFAULT_TYPES = (NORMAL, FIFO)
+# The message types the console sets (RocketMQ's MIXED, off by default on brokers, is not
+# offered; a topic that has it shows it).
+SETTABLE_MESSAGE_TYPES = (MESSAGE_NORMAL, MESSAGE_FIFO, MESSAGE_DELAY, MESSAGE_TRANSACTION)
 
 
 def topic_type(name: str, order: bool) -> str:
@@ -63,6 +76,7 @@ class TopicRow(TypedDict):
 
     name: str
     type: str
+    messageType: str | None
     brokers: list[str]
     readQueueNums: int | None
     writeQueueNums: int | None
@@ -106,6 +120,7 @@ class TopicDetail(TypedDict):
 
     name: str
     type: str
+    messageType: str | None
     route: RouteJson
     totalMessages: int
     queues: list[TopicQueue]
@@ -155,6 +170,7 @@ async def topic_rows(admin: AdminClient) -> tuple[list[TopicRow], list[str]]:
             {
                 "name": name,
                 "type": topic_type(name, order),
+                "messageType": min(configs, key=lambda c: c[0])[1].message_type if configs else None,
                 "brokers": sorted(b for b, _ in configs),
                 "readQueueNums": sum(c.read_queue_nums for _, c in configs) if configs else None,
                 "writeQueueNums": sum(c.write_queue_nums for _, c in configs) if configs else None,
@@ -172,11 +188,24 @@ def filter_topics(
     return [r for r in rows if r["type"] in types and (not needle or needle in r["name"].lower())]
 
 
+async def message_type(admin: AdminClient, topic: str) -> str | None:
+    """The topic's message type as a master of its route holds it; None when none does."""
+    try:
+        return (await admin.topic_config(topic)).message_type
+    except AdminError as exc:
+        if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+            raise
+        return None
+
+
 async def topic_detail(admin: AdminClient, topic: str) -> TopicDetail:
-    """Route, per-queue offsets with retention span, and the groups consuming it."""
+    """Route, message type, per-queue offsets with retention span, and the groups consuming it."""
     route = await admin.topic_route(topic)
-    stats, consumers, earliest = await asyncio.gather(
-        admin.topic_stats(topic), admin.topic_consumers(topic), admin.earliest_store_times(topic)
+    stats, consumers, earliest, kind = await asyncio.gather(
+        admin.topic_stats(topic),
+        admin.topic_consumers(topic),
+        admin.earliest_store_times(topic),
+        message_type(admin, topic),
     )
     queues: list[TopicQueue] = []
     for q in stats.queues:
@@ -199,6 +228,7 @@ async def topic_detail(admin: AdminClient, topic: str) -> TopicDetail:
     return {
         "name": topic,
         "type": topic_type(topic, order),
+        "messageType": kind,
         "route": {
             "queueDatas": [
                 {
@@ -256,7 +286,8 @@ async def until_routed(admin: AdminClient, topic: str, timeout_s: float = 5.0) -
 @dataclass(frozen=True)
 class TopicSpec:
     """What a create or an update asks for: queue counts, permission (``RW``, ``R-``, ``-W``,
-    ``--``), the order flag, and where (one broker cluster's masters, or every master when
+    ``--``), the order flag, the message type (None: a new topic is NORMAL, an updated one
+    keeps its own), and where (one broker cluster's masters, or every master when
     ``broker_cluster`` is empty)."""
 
     name: str
@@ -265,6 +296,7 @@ class TopicSpec:
     perm: str = "RW"
     order: bool = False
     broker_cluster: str = ""
+    message_type: str | None = None
 
     @classmethod
     def of(cls, name: str, data: dict[str, Any]) -> TopicSpec:
@@ -276,11 +308,19 @@ class TopicSpec:
             data["perm"],
             data["order"],
             data.get("brokerCluster") or "",
+            data.get("messageType") or None,
         )
 
     def config(self) -> TopicConfig:
+        """The config to send; its attributes carry the message type when one is asked for."""
+        attributes = {MESSAGE_TYPE_ATTRIBUTE: self.message_type} if self.message_type else {}
         return TopicConfig(
-            self.name, self.read_queue_nums, self.write_queue_nums, PERMS[self.perm], order=self.order
+            self.name,
+            self.read_queue_nums,
+            self.write_queue_nums,
+            PERMS[self.perm],
+            order=self.order,
+            attributes=attributes,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -294,6 +334,8 @@ class TopicSpec:
         }
         if self.broker_cluster:
             shown["brokerCluster"] = self.broker_cluster
+        if self.message_type:
+            shown["messageType"] = self.message_type
         return shown
 
 
@@ -323,8 +365,9 @@ def create_topic(actor: Actor, cluster: ClusterRef, spec: TopicSpec) -> list[str
 
 
 def update_topic(actor: Actor, cluster: ClusterRef, spec: TopicSpec) -> list[str]:
-    """Store the topic's new queue counts, permission and order flag where ``create_topic``
-    would (operators; audited ``topic.update``); the brokers written."""
+    """Store the topic's new queue counts, permission, order flag and message type (when
+    given) where ``create_topic`` would (operators; audited ``topic.update``); the brokers
+    written."""
     return _write_topic(actor, cluster, spec, "topic.update")
 
 

@@ -49,6 +49,7 @@ def topic_list(request: HttpRequest, cluster: str) -> HttpResponse:
             errors=errors,
             name_pattern=TOPIC_NAME_HTML_PATTERN,
             name_rule=TOPIC_NAME_RULE,
+            message_types=services.SETTABLE_MESSAGE_TYPES,
         ),
     )
 
@@ -74,16 +75,28 @@ def topic_detail(request: HttpRequest, cluster: str, topic: str) -> HttpResponse
     return render(
         request,
         "topics/detail.html",
-        context(request, ref, topic=topic, detail=detail, impact=impact, errors=[error] if error else []),
+        context(
+            request,
+            ref,
+            topic=topic,
+            detail=detail,
+            impact=impact,
+            errors=[error] if error else [],
+            message_types=services.SETTABLE_MESSAGE_TYPES,
+        ),
         status=answer.status,
     )
 
 
 def _topic_form(request: HttpRequest, **fields: object) -> TopicWrite:
-    """The create or update form: ``fields`` (name, queue counts) with the permission and
-    order flag the page posts."""
+    """The create or update form: ``fields`` (name, queue counts) with the permission, order
+    flag and message type the page posts (no message type: a new topic is NORMAL, an
+    updated one keeps its own)."""
     post = request.POST
-    return TopicWrite(data={**fields, "perm": post.get("perm") or "RW", "order": post.get("order") == "on"})
+    data = {**fields, "perm": post.get("perm") or "RW", "order": post.get("order") == "on"}
+    if post.get("messageType"):
+        data["messageType"] = post["messageType"]
+    return TopicWrite(data=data)
 
 
 @login_required
@@ -144,7 +157,8 @@ delete_topic = confirmed_delete_page("topic", services.delete_topic)
 @login_required
 @require_POST
 def update_topic(request: HttpRequest, cluster: str, topic: str) -> HttpResponse:
-    """Change a topic's queue counts, permission or order flag on every master (operators)."""
+    """Change a topic's queue counts, permission, order flag or message type on every master
+    (operators)."""
     ref = cluster_for(request, cluster, "operate")
     form = _topic_form(
         request,

@@ -12,6 +12,9 @@ A message sent straight to ``%RETRY%<group>`` (Java's fallback when CONSUMER_SEN
 fails, and how its orderly consumer gives a message up) is checked as RocketMQ's
 ``handleRetryAndDLQ`` does: once its reconsumeTimes reaches the most allowed it is stored
 in ``%DLQ%<group>`` instead.
+
+With ``enableTopicMessageTypeCheck`` a message whose type is not its topic's
+``message.type`` is refused (``broker_core.model.messagetype``).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from broker_core.model.message import (
     decode_properties,
     encode_properties,
 )
+from broker_core.model.messagetype import message_type_refusal
 from broker_core.model.topicconfig import PERM_INHERIT, TopicConfig, is_inherited, is_writeable
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
@@ -127,6 +131,8 @@ class SendProcessor:
         try:
             header = parse_send_header(request)
             topic_config = self._writable_topic(header)
+            if self.broker.config.enable_topic_message_type_check:
+                self._check_message_type(header, topic_config)
             if retry_group_of(header.topic) is not None:
                 if header.batch:  # each message would need its own DLQ decision
                     raise SendError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot be sent to a retry topic")
@@ -273,6 +279,16 @@ class SendProcessor:
                 ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] sending message is forbidden"
             )
         return config
+
+    @staticmethod
+    def _check_message_type(header: SendMessageRequestHeader, config: TopicConfig) -> None:
+        """Refuse a message whose type is not the topic's ``message.type`` (RocketMQ 5's
+        proxy check, here with ``enableTopicMessageTypeCheck``; MESSAGE_ILLEGAL, as its
+        remoting proxy answers)."""
+        properties = decode_properties(header.properties)
+        refusal = message_type_refusal(header.topic, config.message_type, properties)
+        if refusal is not None:
+            raise SendError(ResponseCode.MESSAGE_ILLEGAL, refusal)
 
     def _auto_create(self, header: SendMessageRequestHeader) -> TopicConfig | None:
         """Create a topic from its default (TBW102) when the broker allows it, as RocketMQ does."""

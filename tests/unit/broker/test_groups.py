@@ -34,8 +34,11 @@ def test_it_converts_a_group_config_to_and_from_rocketmqs_json() -> None:
         "brokerId": 1,
         "whichBrokerWhenConsumeSlowly": 1,
         "notifyConsumerIdsChangedEnable": True,
+        "consumeMessageOrderly": False,
     }
     assert SubscriptionGroupConfig.from_json(config.to_json()) == config
+    fifo = SubscriptionGroupConfig("orders", consume_message_orderly=True)
+    assert SubscriptionGroupConfig.from_json(fifo.to_json()).consume_message_orderly
 
 
 @pytest.mark.parametrize(
