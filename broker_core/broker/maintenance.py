@@ -4,8 +4,8 @@ Every job is a broker operation: ``run(name)`` is what the protocol's
 QUIVER_RUN_MAINTENANCE_JOB (and RocketMQ's TRIGGER_DELETE_FILES / DELETE_EXPIRED_COMMITLOG)
 call, and what Celery drives in the platform.
 
-* delay scan: delivers due delayed messages (and retries), then sleeps until the next one
-  falls due (at most 100 ms, RocketMQ's scan interval; at least 10 ms);
+* delay scan: delivers due delayed messages (and retries) and timer messages, then sleeps
+  until the next one falls due (at most 100 ms, RocketMQ's scan interval; at least 10 ms);
 * file expiry: every 10 s (the store decides whether the hour or the disk calls for it);
   a run that deletes anything is logged at WARNING by the store, saying what went and
   which groups had not consumed it, and is kept (the last ``DELETIONS_KEPT``) in the
@@ -323,7 +323,13 @@ class MaintenanceService:
         busy), so the broker delivers it itself."""
         if self._locks[DELAY_SCAN].locked():
             return False  # a scan is at it now
-        due = self.store.schedule.earliest_due_ms()
+        store = self.store
+        dues = [
+            due
+            for due in (store.schedule.earliest_due_ms(), store.timers.earliest_due_ms())
+            if due is not None
+        ]
+        due = min(dues) if dues else None
         if due is None or self.clock_ms() - due <= self.overdue_ms:
             return False
         lease = self._leases[DELAY_SCAN]

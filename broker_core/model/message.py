@@ -85,6 +85,28 @@ PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
 # Quiver: on a message re-stored by the delay scan, "<level>:<schedule queue offset>"
 # of the SCHEDULE_TOPIC_XXXX entry it delivers; recovery reads it to resume exactly once.
 PROPERTY_SCHEDULE_OFFSET = "SCHEDULE_OFFSET"
+# Timer messages (RocketMQ 5): when to deliver, as an absolute epoch ms or a delay from the
+# store time; a delay level, when a message has one too, wins (RocketMQ drops these then).
+PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
+# Aliyun ONS / ali-ons ``setStartDeliverTime``: absolute epoch ms, like TIMER_DELIVER_MS.
+PROPERTY_START_DELIVER_TIME = "__STARTDELIVERTIME"
+# Set by the broker: the due time it resolved (epoch ms), when the timer took the message
+# in and when it delivered it.  A message with TIMER_OUT_MS is never held again.
+PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"
+PROPERTY_TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
+PROPERTY_TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
+# What a producer sets to make a message a timer message, in the order they are read.
+TIMER_PROPERTIES = (
+    PROPERTY_TIMER_DELAY_SEC,
+    PROPERTY_TIMER_DELAY_MS,
+    PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_START_DELIVER_TIME,
+)
+# Quiver: on a message the timer delivered, the rmq_sys_wheel_timer queue offset of the
+# entry it delivers; recovery reads it to resume exactly once.
+PROPERTY_TIMER_OFFSET = "TIMER_OFFSET"
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"

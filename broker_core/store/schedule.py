@@ -13,6 +13,9 @@ Exactly once across a crash: each re-stored message carries ``SCHEDULE_OFFSET`` 
 commit-log offset it covers, and recovery's re-dispatch of the records after that offset
 advances the table past every delivery it finds.  So a delivery is either in the log (and
 counted) or not (and done again), never both.
+
+The file also holds the timer messages' progress (``timerProgress``, see ``store.timer``),
+so both are saved together under ``delivery_lock`` and a slave copies both.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker_core.model.message import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -36,10 +39,17 @@ from broker_core.model.message import (
 )
 from broker_core.store.configfile import ConfigFile, config_path
 from broker_core.store.results import PutMessageResult, PutMessageStatus
+from broker_core.store.timer import TimerProgress
 from broker_core.topics import SCHEDULE_TOPIC
+
+if TYPE_CHECKING:
+    from broker_core.store.timer import TimerMessageService
 
 log = logging.getLogger(__name__)
 
+# The key of the timer messages' progress in delayOffset.json (Quiver's; RocketMQ keeps its
+# timer's in files of its own).
+TIMER_PROGRESS_KEY = "timerProgress"
 # Put outcomes that retrying cannot change: the message is skipped, not retried forever.
 _PERMANENT_FAILURES = (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
 
@@ -109,6 +119,8 @@ class ScheduleMessageService(ConfigFile):
         self.delivery_lock = threading.Lock()
         self._scan_lock = threading.Lock()
         self.delivered_total = 0
+        # The timer messages' service, whose progress this file saves (None: none).
+        self.timers: TimerMessageService | None = None
 
     @property
     def config_file_path(self) -> Path:
@@ -119,13 +131,22 @@ class ScheduleMessageService(ConfigFile):
         return len(self.delay_levels_ms)
 
     def encode(self) -> dict[str, Any]:
-        return {"offsetTable": {str(level): offset for level, offset in sorted(self.offset_table.items())}}
+        obj: dict[str, Any] = {
+            "offsetTable": {str(level): offset for level, offset in sorted(self.offset_table.items())}
+        }
+        if self.timers is not None:
+            obj[TIMER_PROGRESS_KEY] = self.timers.encode()
+        return obj
 
     def decode(self, obj: dict[str, Any]) -> None:
         table = obj.get("offsetTable", {})
         if not isinstance(table, dict):
             raise ValueError("offsetTable must be an object")
+        raw_progress = obj.get(TIMER_PROGRESS_KEY)
+        progress = TimerProgress.from_json(raw_progress) if raw_progress is not None else None
         self.offset_table = {int(level): int(offset) for level, offset in table.items()}
+        if progress is not None and self.timers is not None:
+            self.timers.set_progress(progress)
 
     def observe(self, properties: dict[str, str]) -> None:
         """Advance the table past a delivery found in the log (recovery re-dispatch)."""

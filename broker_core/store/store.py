@@ -57,6 +57,7 @@ from broker_core.store.offsets import ConsumerOffsetManager
 from broker_core.store.replica import ReplicaMismatch, ReplicaWriter
 from broker_core.store.results import GetMessageResult, GetMessageStatus, PutMessageResult, PutMessageStatus
 from broker_core.store.schedule import ScheduleMessageService, apply_delay
+from broker_core.store.timer import TIMER_PROPERTY_NAMES, TIMER_TOPIC, TimerMessageService, apply_timer
 from broker_core.topics import SCHEDULE_TOPIC, topic_problem
 
 log = logging.getLogger(__name__)
@@ -149,6 +150,9 @@ class MessageStore:
         )
         self.consumer_offsets = ConsumerOffsetManager(self.root, clock=clock_ms)
         self.schedule = ScheduleMessageService(self.root, config.delay_levels_ms, self)
+        # Timer messages (any delivery time); their progress is saved in delayOffset.json.
+        self.timers = TimerMessageService(self, self.schedule.delivery_lock)
+        self.schedule.timers = self.timers
         self._sync_flush = config.flush_disk_type == "SYNC_FLUSH"
         self.flush_service = FlushCommitLogService(
             self.commit_log.flush,
@@ -209,6 +213,7 @@ class MessageStore:
         self.consumer_offsets.load()
         self.schedule.load()
         self._recover(self.checkpoint.read())
+        self.timers.rebuild()
         self.open_problems = problems
         for problem in problems:
             log.warning("store open: %s", problem)
@@ -254,6 +259,7 @@ class MessageStore:
         dispatch = self.dispatcher.dispatch_request
         disagreement = self.dispatcher.entry_disagreement
         observe = self.schedule.observe
+        observe_timer = self.timers.observe
         mismatched: list[DamagedRange] = []
 
         def on_record(req: DispatchRequest) -> None:
@@ -264,6 +270,7 @@ class MessageStore:
                 return
             dispatch(req)
             observe(req.properties)
+            observe_timer(req.properties)
 
         started = time.monotonic()
         end = self.commit_log.recover(cutoff, on_record)
@@ -372,6 +379,11 @@ class MessageStore:
                 f"{SCHEDULE_TOPIC} is written by the store's delay levels only: "
                 "set the DELAY property instead",
             )
+        if msg.topic == TIMER_TOPIC:
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                f"{TIMER_TOPIC} is written by the store's timer only: set TIMER_DELIVER_MS instead",
+            )
         if not msg.body:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, "the message body is empty")
         if len(msg.body) > self.config.max_message_size:
@@ -390,11 +402,25 @@ class MessageStore:
         loop, ``async_flush`` (an asyncio future on that loop).
         """
         refusal = self._refusal(msg)
+        props = msg.properties
+        if refusal is None and (
+            PROPERTY_DELAY_TIME_LEVEL in props or not TIMER_PROPERTY_NAMES.isdisjoint(props)
+        ):
+            refusal = self._hold_scheduled(msg)
         if refusal is not None:
             return refusal
+        return self._do_append(self.commit_log.append, msg, msg.properties, waiter)
+
+    def _hold_scheduled(self, msg: MessageInner) -> PutMessageResult | None:
+        """Redirect a timer or delayed message to where it waits; a refusal when its time
+        is bad or too far ahead."""
+        if not TIMER_PROPERTY_NAMES.isdisjoint(msg.properties):
+            problem = apply_timer(msg, self.clock_ms(), self.config.timer_max_delay_sec * 1000)
+            if problem is not None:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, problem)
         if PROPERTY_DELAY_TIME_LEVEL in msg.properties:
             apply_delay(msg, self.schedule.max_level)
-        return self._do_append(self.commit_log.append, msg, msg.properties, waiter)
+        return None
 
     def append_batch(
         self, msgs: Sequence[MessageInner] | MessageBatchInner, *, waiter: str = "thread"
@@ -423,8 +449,9 @@ class MessageStore:
                 return refusal
             checked.add(key)
         for msg in msgs:
-            if PROPERTY_DELAY_TIME_LEVEL in msg.properties:
-                apply_delay(msg, self.schedule.max_level)
+            refusal = self._hold_scheduled(msg)
+            if refusal is not None:
+                return refusal
         return self._do_append(self.commit_log.append_batch, msgs, msgs[0].properties, waiter)
 
     def _do_append(
@@ -843,13 +870,18 @@ class MessageStore:
     # -- delay and expiry --------------------------------------------------------------
 
     def deliver_due(self, now_ms: int | None = None) -> tuple[int, int | None]:
-        """Deliver due delayed messages; see ``ScheduleMessageService.deliver_due``.
+        """Deliver due delayed and timer messages; see ``ScheduleMessageService.deliver_due``
+        (``TimerMessageService.deliver_due`` is alike): how many, and the next due time.
 
         A slave delivers none: its master does, and the delivered copies reach it by
         replication."""
         if self.is_replica:
             return 0, None
-        return self.schedule.deliver_due(self.clock_ms() if now_ms is None else now_ms)
+        now = self.clock_ms() if now_ms is None else now_ms
+        delayed, next_delayed = self.schedule.deliver_due(now)
+        timers, next_timer = self.timers.deliver_due(now)
+        dues = [due for due in (next_delayed, next_timer) if due is not None]
+        return delayed + timers, min(dues) if dues else None
 
     def delete_expired_files(self, now_ms: int | None = None, *, manual: bool = False) -> ExpiryReport:
         """Run expiry now: delete what RocketMQ's rules allow (see ``cleanup``)."""
@@ -977,6 +1009,8 @@ class MessageStore:
             "dispatchBehindBytes": self.commit_log.records_end - self.dispatcher.dispatched_offset,
             "fsyncCount": self.flush_service.fsync_count,
             "scheduleDelivered": self.schedule.delivered_total,
+            "timerDelivered": self.timers.delivered_total,
+            "timerWaiting": self.timers.backlog()["waiting"],
             "diskFull": self.disk_full_reason,
             # Damaged commit-log ranges on record (damaged.json): how many, and their bytes.
             "damagedRanges": len(self.damage.ranges),
