@@ -144,6 +144,32 @@ class BrokerRequests:
         request = RemotingCommand.request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header.to_fields())
         return await self._send(addr, request, timeout_s)
 
+    async def consumer_send_msg_back(
+        self,
+        addr: str,
+        *,
+        commit_log_offset: int,
+        group: str,
+        delay_level: int,
+        origin_msg_id: str,
+        origin_topic: str,
+        max_reconsume_times: int,
+        timeout_s: float | None = None,
+    ) -> RemotingCommand:
+        """CONSUMER_SEND_MSG_BACK: give the message stored at ``commit_log_offset`` back for
+        ``group`` (``delay_level`` 0: the broker's choice; -1: straight to the DLQ)."""
+        fields = {
+            "offset": str(commit_log_offset),
+            "group": group,
+            "delayLevel": str(delay_level),
+            "originMsgId": origin_msg_id,
+            "originTopic": origin_topic,
+            "unitMode": "false",
+            "maxReconsumeTimes": str(max_reconsume_times),
+        }
+        request = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, fields)
+        return await self._send(addr, request, timeout_s)
+
     async def pop_status(
         self, addr: str, group: str = "", timeout_s: float | None = None
     ) -> dict[str, Any]:

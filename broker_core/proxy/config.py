@@ -37,6 +37,8 @@ class ProxyConfig:
     # Sign the requests to the brokers as the client's account, so brokers with
     # aclEnable apply that account's permissions (RocketMQ's key; off by default there too).
     enable_acl_rpc_hook_for_cluster_mode: bool = False
+    # Refuse a send whose message type is not its topic's message.type (RocketMQ's proxy: on).
+    enable_topic_message_type_check: bool = True
 
     def __post_init__(self) -> None:
         if not 0 <= self.grpc_server_port <= 65535:
@@ -76,6 +78,7 @@ _KEYS: dict[str, tuple[str, type]] = {
     "plainAclFile": ("plain_acl_file", str),
     "rocketmqHome": ("rocketmq_home", str),
     "enableAclRpcHookForClusterMode": ("enable_acl_rpc_hook_for_cluster_mode", bool),
+    "enableTopicMessageTypeCheck": ("enable_topic_message_type_check", bool),
 }
 
 

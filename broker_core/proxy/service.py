@@ -2,21 +2,25 @@
 
 The proxy is a client of its cluster like any 4.x client: routes come from the nameservers
 (cached, read again on a miss or a failed send), messages go to a broker set's master with
-SEND_MESSAGE_V2.  What it serves so far:
+SEND_MESSAGE_V2.  What it serves:
 
 - QueryRoute: the topic's queues as the nameservers route them, each on broker id 0 and at
   the proxy's own endpoints (clients only ever talk to the proxy), with the message types
-  the topic accepts (every type until topics carry RocketMQ 5's ``message.type``).
+  the topic's ``message.type`` accepts.
 - Heartbeat and NotifyClientTermination: acknowledged.
-- Telemetry: the settings handshake; the client's settings come back with the producer's
-  retry policy (RocketMQ's: 3 attempts, 10 ms to 1 s backoff, times 2), which clients wait for.
-- SendMessage: normal messages and FIFO messages (their message group is RocketMQ 5's
-  ``__SHARDINGKEY`` property and picks the queue, so one group stays in order); tag, keys,
-  the client's message id (UNIQ_KEY) and user properties are kept as a 4.x consumer reads them.
+- Telemetry: the settings handshake; a producer's settings come back with RocketMQ's retry
+  policy (3 attempts, 10 ms to 1 s backoff, times 2) and body limit, a consumer's with its
+  group's FIFO flag and retry policy (``broker_core.proxy.consumption``).
+- SendMessage: normal, FIFO (the message group is RocketMQ 5's ``__SHARDINGKEY`` property and
+  picks the queue, so one group stays in order) and timer messages
+  (``broker_core.proxy.convert`` maps the properties); a message of a type its topic does not
+  take is refused when ``enableTopicMessageTypeCheck`` is on (RocketMQ's default).
+- ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue,
+  QueryAssignment: pop consumption (``broker_core.proxy.consumption``).
 
 Every other RPC answers NOT_IMPLEMENTED with a sentence saying so, at once: a client is
-never left waiting.  Timer and transactional sends are refused the same way until the
-brokers hold timer messages and the proxy relays check-backs.
+never left waiting.  Transactional sends are refused the same way until the proxy relays
+check-backs.
 """
 
 from __future__ import annotations
@@ -35,9 +39,22 @@ from broker_core.client.routes import TopicRoute
 from broker_core.errors import AdminError
 from broker_core.model.acl import Account
 from broker_core.model.message import encode_properties
+from broker_core.model.messagetype import (
+    DELAY,
+    FIFO,
+    NORMAL,
+    PROPERTY_SHARDING_KEY,
+    SENDABLE_TYPES,
+    TRANSACTION,
+    UNSPECIFIED,
+    accepted_message_types,
+    message_type_refusal,
+)
 from broker_core.model.topicconfig import PERM_READ, PERM_WRITE
 from broker_core.proxy.auth import Authenticator, Unauthorized
 from broker_core.proxy.config import ProxyConfig
+from broker_core.proxy.consumption import Consumption
+from broker_core.proxy.convert import MessageRefused, stored_body, stored_properties
 from broker_core.proxy.stubs import load
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.errors import RemotingError
@@ -48,11 +65,17 @@ log = logging.getLogger(__name__)
 pb, svc, grpc_svc = load()
 
 ROUTE_TTL_SECONDS = 30.0
+# The largest body a producer may send (RocketMQ's maxMessageSize default, 4 MiB).
+MAX_BODY_SIZE = 4 * 1024 * 1024
 # The producer group the proxy's sends carry (v5 producers have none).
 PROXY_PRODUCER_GROUP = "PROXY_V5_PRODUCER"
-# RocketMQ 5's property for a FIFO message's group.
-MESSAGE_GROUP_PROPERTY = "__SHARDINGKEY"
-_ALL_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
+_V2_TYPES = {
+    UNSPECIFIED: pb.MESSAGE_TYPE_UNSPECIFIED,
+    NORMAL: pb.NORMAL,
+    FIFO: pb.FIFO,
+    DELAY: pb.DELAY,
+    TRANSACTION: pb.TRANSACTION,
+}
 
 
 def status(code: int, message: str = "OK") -> Any:
@@ -77,10 +100,12 @@ class MessagingService(_Servicer):  # type: ignore[misc]
         self.admin = admin
         self.endpoint = endpoint
         self._routes: dict[str, tuple[TopicRoute, float]] = {}
+        self._types: dict[str, tuple[str | None, float]] = {}
         self._turn = itertools.count()
         self.authenticator = Authenticator(config.acl_file) if config.enable_acl else None
         # Per account (key and secret), a client that signs the brokers' requests as it.
         self._signed: dict[tuple[str, str], AdminClient] = {}
+        self.consumption = Consumption(self._route, lambda: self._endpoints(None))
 
     # -- who calls ------------------------------------------------------------------------------
 
@@ -122,6 +147,23 @@ class MessagingService(_Servicer):  # type: ignore[misc]
         self._routes[topic] = (route, time.monotonic())
         return route
 
+    async def _topic_type(self, topic: str, client: AdminClient, *, fresh: bool = False) -> str | None:
+        """The topic's ``message.type`` (``broker_core.model.messagetype``), cached like
+        routes; None when the brokers will not say (an ACL broker refusing the proxy's own
+        unsigned read): then every type is accepted and left to the brokers."""
+        cached = self._types.get(topic)
+        if cached is not None and not fresh and time.monotonic() - cached[1] < ROUTE_TTL_SECONDS:
+            return cached[0]
+        try:
+            topic_type: str | None = await client.topic_message_type(topic)
+        except AdminError as exc:
+            if exc.code != ResponseCode.NO_PERMISSION:
+                raise
+            log.warning("cannot read topic %s's message type: %s", topic, exc)
+            topic_type = None
+        self._types[topic] = (topic_type, time.monotonic())
+        return topic_type
+
     def _endpoints(self, requested: Any) -> Any:
         if requested is not None and requested.addresses:
             return requested
@@ -142,6 +184,12 @@ class MessagingService(_Servicer):  # type: ignore[misc]
                 )
             return svc.QueryRouteResponse(status=status(pb.INTERNAL_SERVER_ERROR, str(exc)))
         endpoints = self._endpoints(request.endpoints if request.HasField("endpoints") else None)
+        try:
+            topic_type = await self._topic_type(topic, self._broker_client(_account), fresh=True)
+        except AdminError as exc:
+            return svc.QueryRouteResponse(status=status(pb.INTERNAL_SERVER_ERROR, str(exc)))
+        types = SENDABLE_TYPES if topic_type is None else accepted_message_types(topic_type)
+        accepted = [_V2_TYPES[t] for t in types]
         masters = route.master_addrs()
         queues = [
             pb.MessageQueue(
@@ -149,7 +197,7 @@ class MessagingService(_Servicer):  # type: ignore[misc]
                 id=queue_id,
                 permission=_permission(qd.perm),
                 broker=pb.Broker(name=qd.broker_name, id=0, endpoints=endpoints),
-                accept_message_types=_ALL_TYPES,
+                accept_message_types=accepted,
             )
             for qd in sorted(route.queue_datas, key=lambda q: q.broker_name)
             if qd.broker_name in masters
@@ -175,15 +223,21 @@ class MessagingService(_Servicer):  # type: ignore[misc]
         if denied is not None:
             yield svc.TelemetryCommand(status=denied)
             return
+        client = self._broker_client(_account)
         async for command in request_iterator:
             if command.HasField("settings"):
-                yield svc.TelemetryCommand(status=status(pb.OK), settings=self._settings(command.settings))
+                settings = await self._settings(command.settings, client)
+                yield svc.TelemetryCommand(status=status(pb.OK), settings=settings)
 
-    @staticmethod
-    def _settings(settings: Any) -> Any:
+    async def _settings(self, settings: Any, client: AdminClient) -> Any:
         answer = pb.Settings()
         answer.CopyFrom(settings)
-        if settings.HasField("publishing") or settings.client_type == pb.PRODUCER:
+        if settings.HasField("subscription"):
+            await self.consumption.complete_settings(settings, answer, client)
+        elif settings.HasField("publishing") or settings.client_type == pb.PRODUCER:
+            # The Node client takes its body size limit from here (0 would refuse every send).
+            answer.publishing.max_body_size = MAX_BODY_SIZE
+            answer.publishing.validate_message_type = self.config.enable_topic_message_type_check
             answer.backoff_policy.CopyFrom(
                 pb.RetryPolicy(
                     max_attempts=3,
@@ -218,24 +272,24 @@ class MessagingService(_Servicer):  # type: ignore[misc]
 
         if system.message_type == pb.TRANSACTION:
             return refused(pb.NOT_IMPLEMENTED, "transactional messages are not served by this proxy yet")
-        if system.HasField("delivery_timestamp") or system.message_type == pb.DELAY:
-            return refused(pb.NOT_IMPLEMENTED, "timer (delay) messages are not served by this proxy yet")
         topic = message.topic.name
-        properties = dict(message.user_properties)
-        if system.HasField("tag"):
-            properties["TAGS"] = system.tag
-        if system.keys:
-            properties["KEYS"] = " ".join(system.keys)
-        properties["UNIQ_KEY"] = message_id
-        group = system.message_group if system.HasField("message_group") else ""
-        if group:
-            properties[MESSAGE_GROUP_PROPERTY] = group
-        body = message.body
-        if system.body_encoding == pb.GZIP:
+        try:
+            properties = stored_properties(message)
+            body = stored_body(message)
+        except MessageRefused as exc:
+            return refused(exc.code, str(exc))
+        group = properties.get(PROPERTY_SHARDING_KEY, "")
+        if self.config.enable_topic_message_type_check:
             try:
-                body = zlib.decompress(body, 31)
-            except zlib.error as exc:
-                return refused(pb.MESSAGE_CORRUPTED, f"the body says GZIP but does not inflate: {exc}")
+                await self._route(topic)  # an unknown topic is TOPIC_NOT_FOUND, not a type
+                topic_type = await self._topic_type(topic, sender)
+                refusal = None if topic_type is None else message_type_refusal(topic, topic_type, properties)
+            except AdminError as exc:
+                if exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                    return refused(pb.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist")
+                return refused(pb.INTERNAL_SERVER_ERROR, str(exc))
+            if refusal is not None:
+                return refused(pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, refusal)
         for attempt in range(2):
             try:
                 route = await self._route(topic, fresh=attempt > 0)
@@ -289,21 +343,44 @@ class MessagingService(_Servicer):  # type: ignore[misc]
         answer = SendMessageResponseHeader.from_fields(response.ext_fields)
         return svc.SendResultEntry(status=status(pb.OK), message_id=message_id, offset=answer.queue_offset)
 
+    # -- consumers (broker_core.proxy.consumption) ------------------------------------------------
+
+    async def QueryAssignment(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        _account, denied = self._caller(context)
+        if denied is not None:
+            return svc.QueryAssignmentResponse(status=denied)
+        return await self.consumption.query_assignment(request)
+
+    async def ReceiveMessage(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:  # noqa: N802
+        account, denied = self._caller(context)
+        if denied is not None:
+            yield svc.ReceiveMessageResponse(status=denied)
+            return
+        async for response in self.consumption.receive(request, self._broker_client(account)):
+            yield response
+
+    async def AckMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        account, denied = self._caller(context)
+        if denied is not None:
+            return svc.AckMessageResponse(status=denied)
+        return await self.consumption.ack(request, self._broker_client(account))
+
+    async def ChangeInvisibleDuration(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        account, denied = self._caller(context)
+        if denied is not None:
+            return svc.ChangeInvisibleDurationResponse(status=denied)
+        return await self.consumption.change_invisible_duration(request, self._broker_client(account))
+
+    async def ForwardMessageToDeadLetterQueue(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        account, denied = self._caller(context)
+        if denied is not None:
+            return svc.ForwardMessageToDeadLetterQueueResponse(status=denied)
+        return await self.consumption.forward_to_dlq(request, self._broker_client(account))
+
     # -- not served yet ---------------------------------------------------------------------------
 
     async def _unary_not_implemented(self, response_type: Any, rpc: str) -> Any:
         return response_type(status=status(pb.NOT_IMPLEMENTED, f"{rpc} is not served by this proxy yet"))
-
-    async def QueryAssignment(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
-        return await self._unary_not_implemented(svc.QueryAssignmentResponse, "QueryAssignment")
-
-    async def AckMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
-        return await self._unary_not_implemented(svc.AckMessageResponse, "AckMessage")
-
-    async def ForwardMessageToDeadLetterQueue(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
-        return await self._unary_not_implemented(
-            svc.ForwardMessageToDeadLetterQueueResponse, "ForwardMessageToDeadLetterQueue"
-        )
 
     async def UpdateOffset(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
         return await self._unary_not_implemented(svc.UpdateOffsetResponse, "UpdateOffset")
@@ -317,23 +394,11 @@ class MessagingService(_Servicer):  # type: ignore[misc]
     async def EndTransaction(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
         return await self._unary_not_implemented(svc.EndTransactionResponse, "EndTransaction")
 
-    async def ChangeInvisibleDuration(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
-        return await self._unary_not_implemented(
-            svc.ChangeInvisibleDurationResponse, "ChangeInvisibleDuration"
-        )
-
     async def RecallMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
         return await self._unary_not_implemented(svc.RecallMessageResponse, "RecallMessage")
 
     async def SyncLiteSubscription(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
         return await self._unary_not_implemented(svc.SyncLiteSubscriptionResponse, "SyncLiteSubscription")
-
-    async def ReceiveMessage(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:  # noqa: N802
-        yield svc.ReceiveMessageResponse(
-            status=status(
-                pb.NOT_IMPLEMENTED, "ReceiveMessage (pop consumption) is not served by this proxy yet"
-            )
-        )
 
     async def PullMessage(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:  # noqa: N802
         yield svc.PullMessageResponse(

@@ -50,7 +50,7 @@ async def test_signatures_are_checked_and_the_brokers_judge_the_account(tmp_path
     acl_file = store / "config" / "plain_acl.yml"
     acl_file.write_text(ACL)
     async with run_namesrv() as ns, run_broker(store, ns.address, acl_enable=True) as broker:
-        broker.topics.update(TopicConfig(TOPIC, 2, 2))
+        broker.topics.update(TopicConfig(TOPIC, 2, 2, attributes={"message.type": "MIXED"}))
         await broker.registration.register_all()  # type: ignore[union-attr]
         proxy = ProxyServer(
             ProxyConfig(
@@ -68,7 +68,7 @@ async def test_signatures_are_checked_and_the_brokers_judge_the_account(tmp_path
                 )
 
             allowed = await send_as("writer", "writer-secret-1")
-            assert [line["kind"] for line in allowed if "message_id" in line] == ["normal"] * 2 + ["fifo"] * 4
+            assert [line["kind"] for line in allowed if "message_id" in line] == ["normal"] * 2 + ["fifo"] * 4 + ["timer"]
             wrong = await send_as("writer", "not-the-secret")
             # Refused at its first call (the route; the client reports it so): nothing sent.
             assert wrong and all("error" in line for line in wrong), wrong

@@ -194,10 +194,10 @@ class PopProcessor:
             handle = self._handle(header.extra_info, header.queue_id, header.offset)
         except ValueError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, f"malformed change of invisible time: {exc}")
-        if not 0 < header.invisible_time <= MAX_INVISIBLE_MS:
+        if not 0 <= header.invisible_time <= MAX_INVISIBLE_MS:  # 0: visible again at once
             return request.response(
                 ResponseCode.SYSTEM_ERROR,
-                f"invisibleTime must be 1..{MAX_INVISIBLE_MS} ms, not {header.invisible_time}",
+                f"invisibleTime must be 0..{MAX_INVISIBLE_MS} ms, not {header.invisible_time}",
             )
         changed = self.service.change(header.consumer_group, header.topic, handle, header.invisible_time)
         if not isinstance(changed, InFlight):
