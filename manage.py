@@ -11,6 +11,7 @@ Set ``QUIVER_NO_BOOTSTRAP=1`` to skip it.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -102,6 +103,47 @@ def ensure_v5_client() -> None:
     run_step([str(python), "-m", "pip", "install", "--quiet", "--only-binary=:all:", V5_CLIENT])
 
 
+NODE_V5_DIR = REPO / ".node-v5"
+# package.json (the client, pinned) and package-lock.json (its dependencies) are committed here.
+NODE_V5_SPEC = REPO / "tests" / "v5" / "node"
+NODE_V5_CLIENT = ("rocketmq-client-nodejs", "1.0.8")
+
+
+def node_v5_client_current() -> bool:
+    """Tell whether .node-v5 holds the pinned Node client, installed from today's lockfile."""
+    name, version = NODE_V5_CLIENT
+    installed = NODE_V5_DIR / "node_modules" / name / "package.json"
+    lock = NODE_V5_DIR / "package-lock.json"
+    try:
+        same_lock = lock.read_bytes() == (NODE_V5_SPEC / "package-lock.json").read_bytes()
+        return same_lock and json.loads(installed.read_text()).get("version") == version
+    except (OSError, ValueError):
+        return False
+
+
+def ensure_node_v5_client() -> None:
+    """The official RocketMQ 5 Node.js client (npm ``rocketmq-client-nodejs``), in .node-v5:
+    the tests run it against the proxy, as they run the Python one.  Cheap when current, so
+    every bootstrap checks it.  Without node and npm, or when npm fails (no network), setup
+    goes on and says so: only those tests skip."""
+    if node_v5_client_current():
+        return
+    npm = shutil.which("npm")
+    name, version = NODE_V5_CLIENT
+    if npm is None or shutil.which("node") is None:
+        say(f"no node/npm on PATH: {name} is not installed, the Node client tests will skip")
+        return
+    say(f"installing {name}@{version} (the RocketMQ 5 Node.js client the tests run) into .node-v5")
+    NODE_V5_DIR.mkdir(exist_ok=True)
+    for spec in ("package.json", "package-lock.json"):
+        shutil.copyfile(NODE_V5_SPEC / spec, NODE_V5_DIR / spec)
+    argv = [npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"]
+    result = subprocess.run(argv, cwd=NODE_V5_DIR, stdout=sys.stderr)  # stdout is the command's
+    if result.returncode != 0:
+        (NODE_V5_DIR / "package-lock.json").unlink(missing_ok=True)  # tried again next time
+        say(f"npm ci failed ({result.returncode}) in .node-v5: the Node client tests will skip")
+
+
 def bootstrap() -> None:
     """Create and update .venv as needed, then re-exec into it unless already there."""
     # Any python3 may run this file, so the project's floor is checked here, not assumed.
@@ -122,7 +164,10 @@ def bootstrap() -> None:
         ensure_v5_client()
         STAMP.write_text(digest + "\n")
         say("install done")
-    elif running_in_venv():
+    # Outside the stamp: an install that predates the Node client gets it, and a changed
+    # lockfile is applied, without reinstalling .venv.
+    ensure_node_v5_client()
+    if installed == digest and running_in_venv():
         return
     say(f"running with {python.relative_to(REPO)}")
     os.environ[BOOTSTRAPPED_ENV] = "1"
