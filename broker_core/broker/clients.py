@@ -36,8 +36,10 @@ _MESSAGE_MODELS = {
 _CONSUME_TYPES = {
     0: "CONSUME_ACTIVELY",
     1: "CONSUME_PASSIVELY",
+    2: "CONSUME_POP",
     "CONSUME_ACTIVELY": "CONSUME_ACTIVELY",
     "CONSUME_PASSIVELY": "CONSUME_PASSIVELY",
+    "CONSUME_POP": "CONSUME_POP",
 }
 # ConsumeFromWhere by ordinal: the C++ client's enum has Java's order, deprecated ones too.
 _CONSUME_FROM_WHERE = (
@@ -72,6 +74,24 @@ class Subscription:
 CHANNEL_EXPIRED_MS = 120_000
 
 
+@dataclass(frozen=True, slots=True)
+class ProxiedClient:
+    """What a gRPC proxy says of a RocketMQ 5 client it registers (Quiver's heartbeat keys
+    ``clientProtocol``, ``clientVersion``, ``clientAddr``): the client talks to the proxy,
+    the proxy's connection carries its heartbeats."""
+
+    protocol: str
+    version: str
+    addr: str
+
+    @classmethod
+    def from_heartbeat(cls, body: Mapping[str, Any]) -> ProxiedClient | None:
+        protocol = body.get("clientProtocol")
+        if not protocol:
+            return None
+        return cls(str(protocol), str(body.get("clientVersion") or ""), str(body.get("clientAddr") or ""))
+
+
 @dataclass(slots=True)
 class ClientChannel:
     """A connected client as the connection tables show it (RocketMQ ``ClientChannelInfo``)."""
@@ -81,19 +101,27 @@ class ClientChannel:
     language: str = "JAVA"
     version: int = 0
     last_update_ms: int = 0
+    proxied: ProxiedClient | None = None
 
     @property
     def address(self) -> str:
+        if self.proxied is not None and self.proxied.addr:
+            return self.proxied.addr
         return str(getattr(self.conn, "remote_address", ""))
 
     def to_json(self) -> dict[str, Any]:
-        """One entry of a connection list body (RocketMQ ``Connection``)."""
-        return {
+        """One entry of a connection list body (RocketMQ ``Connection``; a proxied RocketMQ 5
+        client also names its protocol and its SDK's version)."""
+        entry: dict[str, Any] = {
             "clientId": self.client_id,
             "clientAddr": self.address,
             "language": self.language,
             "version": self.version,
         }
+        if self.proxied is not None:
+            entry["protocol"] = self.proxied.protocol
+            entry["versionDesc"] = self.proxied.version
+        return entry
 
 
 @dataclass(slots=True)
@@ -129,10 +157,11 @@ class ClientTables:
     ) -> list[str]:
         """Record a heartbeat; return the consumer groups whose membership changed."""
         client_id = str(body["clientID"])
+        proxied = ProxiedClient.from_heartbeat(body)
         changed = []
         for producer in body.get("producerDataSet") or []:
             self.producers.setdefault(str(producer["groupName"]), {})[client_id] = ClientChannel(
-                client_id, conn, language, version, now_ms
+                client_id, conn, language, version, now_ms, proxied
             )
         for consumer in body.get("consumerDataSet") or []:
             group = str(consumer["groupName"])
@@ -153,6 +182,7 @@ class ClientTables:
                 language=language,
                 version=version,
                 last_update_ms=now_ms,
+                proxied=proxied,
                 message_model=_MESSAGE_MODELS.get(consumer.get("messageModel"), "CLUSTERING"),
                 consume_type=_CONSUME_TYPES.get(consumer.get("consumeType"), "CONSUME_PASSIVELY"),
                 consume_from_where=_consume_from_where_name(consumer.get("consumeFromWhere")),
@@ -185,12 +215,19 @@ class ClientTables:
         """Drop clients whose last heartbeat is older than ``max_idle_ms`` and close their
         connections; return the consumer groups that lost a member."""
         stale_conns = []
-        tables: list[Mapping[str, ClientChannel]] = [*self.consumers.values(), *self.producers.values()]
-        for table in tables:
-            for client in table.values():
-                if now_ms - client.last_update_ms > max_idle_ms:
-                    stale_conns.append(client.conn)
         changed: list[str] = []
+        tables: list[dict[str, Any]] = [*self.consumers.values(), *self.producers.values()]
+        for table in tables:
+            for client_id, client in list(table.items()):
+                if now_ms - client.last_update_ms <= max_idle_ms:
+                    continue
+                if client.proxied is not None:
+                    # A proxy's connection carries many clients: only this one went quiet.
+                    del table[client_id]
+                    if isinstance(client, ConsumerClient):
+                        changed.extend(g for g, members in self.consumers.items() if members is table)
+                else:
+                    stale_conns.append(client.conn)
         for conn in {id(c): c for c in stale_conns}.values():
             log.warning(
                 "closing %s: no heartbeat for %d ms", getattr(conn, "remote_address", conn), max_idle_ms

@@ -114,12 +114,59 @@ class BrokerRequests:
         request = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_fields())
         return await self._send(addr, request, timeout_s)
 
+    async def get_min_offset(
+        self, addr: str, topic: str, queue_id: int, timeout_s: float | None = None
+    ) -> int:
+        """GET_MIN_OFFSET: the queue's smallest offset still stored (BrokerRefusedError when refused)."""
+        return await self._queue_offset(addr, RequestCode.GET_MIN_OFFSET, topic, queue_id, None, timeout_s)
+
+    async def get_max_offset(
+        self, addr: str, topic: str, queue_id: int, timeout_s: float | None = None
+    ) -> int:
+        """GET_MAX_OFFSET: the offset the queue's next message will get (BrokerRefusedError when refused)."""
+        return await self._queue_offset(addr, RequestCode.GET_MAX_OFFSET, topic, queue_id, None, timeout_s)
+
+    async def search_offset_by_timestamp(
+        self, addr: str, topic: str, queue_id: int, timestamp_ms: int, timeout_s: float | None = None
+    ) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP: the offset of the queue's first message stored at or
+        after ``timestamp_ms`` (the end when none is), BrokerRefusedError when refused."""
+        return await self._queue_offset(
+            addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, topic, queue_id, timestamp_ms, timeout_s
+        )
+
+    async def _queue_offset(
+        self,
+        addr: str,
+        code: RequestCode,
+        topic: str,
+        queue_id: int,
+        timestamp_ms: int | None,
+        timeout_s: float | None,
+    ) -> int:
+        fields = {"topic": topic, "queueId": str(queue_id)}
+        if timestamp_ms is not None:
+            fields["timestamp"] = str(timestamp_ms)
+        response = await self._send(addr, RemotingCommand.request(code, fields), timeout_s)
+        if response.code != ResponseCode.SUCCESS:
+            raise refused(addr, f"{code.name} of {topic}:{queue_id}", response)
+        try:
+            return int(response.ext_fields.get("offset") or 0)
+        except ValueError:
+            raise ClientError(f"{addr} answered {code.name} with a malformed offset") from None
+
     async def send_message(
         self, addr: str, header: SendMessageRequestHeader, body: bytes, timeout_s: float | None = None
     ) -> RemotingCommand:
         """SEND_MESSAGE_V2 (SEND_BATCH_MESSAGE for a batch): the answer, whatever its code
         (the producer judges it and parses its ``SendMessageResponseHeader``)."""
         return await self._send(addr, send_message_request(header, body), timeout_s)
+
+    async def raw(
+        self, addr: str, request: RemotingCommand, timeout_s: float | None = None
+    ) -> RemotingCommand:
+        """Any request built by the caller (its header has no typed form here): the answer."""
+        return await self._send(addr, request, timeout_s)
 
     async def pop_message(
         self, addr: str, header: PopMessageRequestHeader, timeout_s: float | None = None

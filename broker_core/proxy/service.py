@@ -7,7 +7,6 @@ SEND_MESSAGE_V2.  What it serves:
 - QueryRoute: the topic's queues as the nameservers route them, each on broker id 0 and at
   the proxy's own endpoints (clients only ever talk to the proxy), with the message types
   the topic's ``message.type`` accepts.
-- Heartbeat and NotifyClientTermination: acknowledged.
 - Telemetry: the settings handshake; a producer's settings come back with RocketMQ's retry
   policy (3 attempts, 10 ms to 1 s backoff, times 2) and body limit, a consumer's with its
   group's FIFO flag and retry policy (``broker_core.proxy.consumption``).
@@ -15,16 +14,22 @@ SEND_MESSAGE_V2.  What it serves:
   picks the queue, so one group stays in order) and timer messages
   (``broker_core.proxy.convert`` maps the properties); a message of a type its topic does not
   take is refused when ``enableTopicMessageTypeCheck`` is on (RocketMQ's default).
+- SendMessage of TRANSACTION messages (half messages), EndTransaction, and the brokers'
+  check-backs relayed to a producer over Telemetry (``broker_core.proxy.transactions``).
 - ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue,
   QueryAssignment: pop consumption (``broker_core.proxy.consumption``).
+- UpdateOffset, GetOffset, QueryOffset, PullMessage: offsets and pulls by offset
+  (``broker_core.proxy.offsets``).
+- Heartbeat and NotifyClientTermination register and unregister the client with the
+  brokers, so it shows in their connection lists (``broker_core.proxy.clients``).
 
-Every other RPC answers NOT_IMPLEMENTED with a sentence saying so, at once: a client is
-never left waiting.  Transactional sends are refused the same way until the proxy relays
-check-backs.
+RecallMessage and SyncLiteSubscription answer NOT_IMPLEMENTED with a sentence saying so, at
+once: a client is never left waiting.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import time
@@ -38,7 +43,12 @@ from broker_core.client.admin import AdminClient
 from broker_core.client.routes import TopicRoute
 from broker_core.errors import AdminError
 from broker_core.model.acl import Account
-from broker_core.model.message import encode_properties
+from broker_core.model.message import (
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_TRANSACTION_PREPARED,
+    TRANSACTION_PREPARED_TYPE,
+    encode_properties,
+)
 from broker_core.model.messagetype import (
     DELAY,
     FIFO,
@@ -52,11 +62,14 @@ from broker_core.model.messagetype import (
 )
 from broker_core.model.topicconfig import PERM_READ, PERM_WRITE
 from broker_core.proxy.auth import Authenticator, Unauthorized
+from broker_core.proxy.clients import PROXY_PRODUCER_GROUP, ClientRegistry, TelemetrySession
 from broker_core.proxy.config import ProxyConfig
 from broker_core.proxy.consumption import Consumption
 from broker_core.proxy.convert import MessageRefused, stored_body, stored_properties
+from broker_core.proxy.offsets import OffsetRpcs
 from broker_core.proxy.stubs import load
-from broker_core.remoting.codes import ResponseCode
+from broker_core.proxy.transactions import TransactionId, Transactions
+from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.errors import RemotingError
 from broker_core.remoting.headers import SendMessageRequestHeader, SendMessageResponseHeader
 
@@ -67,8 +80,6 @@ pb, svc, grpc_svc = load()
 ROUTE_TTL_SECONDS = 30.0
 # The largest body a producer may send (RocketMQ's maxMessageSize default, 4 MiB).
 MAX_BODY_SIZE = 4 * 1024 * 1024
-# The producer group the proxy's sends carry (v5 producers have none).
-PROXY_PRODUCER_GROUP = "PROXY_V5_PRODUCER"
 _V2_TYPES = {
     UNSPECIFIED: pb.MESSAGE_TYPE_UNSPECIFIED,
     NORMAL: pb.NORMAL,
@@ -106,6 +117,10 @@ class MessagingService(_Servicer):  # type: ignore[misc]
         # Per account (key and secret), a client that signs the brokers' requests as it.
         self._signed: dict[tuple[str, str], AdminClient] = {}
         self.consumption = Consumption(self._route, lambda: self._endpoints(None))
+        self.offsets = OffsetRpcs(self._route)
+        self.registry = ClientRegistry(admin, config.rocket_mq_cluster_name)
+        self.transactions = Transactions(self._route, self.registry)
+        admin.serve(RequestCode.CHECK_TRANSACTION_STATE, self.transactions.on_check)
 
     # -- who calls ------------------------------------------------------------------------------
 
@@ -131,6 +146,7 @@ class MessagingService(_Servicer):  # type: ignore[misc]
             client = self._signed[key] = AdminClient(
                 self.config.namesrv_addrs, access_key=account.access_key, secret_key=account.secret_key
             )
+            client.serve(RequestCode.CHECK_TRANSACTION_STATE, self.transactions.on_check)
         return client
 
     async def close(self) -> None:
@@ -208,26 +224,61 @@ class MessagingService(_Servicer):  # type: ignore[misc]
     # -- clients -----------------------------------------------------------------------------
 
     async def Heartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
-        _account, denied = self._caller(context)
-        return svc.HeartbeatResponse(status=denied or status(pb.OK))
+        """Keep the client registered with the brokers (``broker_core.proxy.clients``)."""
+        account, denied = self._caller(context)
+        if denied is not None:
+            return svc.HeartbeatResponse(status=denied)
+        client = self.registry.client(_metadata(context))
+        if request.HasField("group") and request.group.name:
+            client.group = request.group.name
+        if request.client_type:
+            client.client_type = request.client_type
+        client.addr = _peer_addr(context.peer())
+        await self.registry.register(client, self._broker_client(account))
+        return svc.HeartbeatResponse(status=status(pb.OK))
 
     async def NotifyClientTermination(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
-        _account, denied = self._caller(context)
-        return svc.NotifyClientTerminationResponse(status=denied or status(pb.OK))
+        account, denied = self._caller(context)
+        if denied is not None:
+            return svc.NotifyClientTerminationResponse(status=denied)
+        client_id = _metadata(context).get("x-mq-client-id", "")
+        await self.registry.unregister(client_id, self._broker_client(account))
+        return svc.NotifyClientTerminationResponse(status=status(pb.OK))
 
     async def Telemetry(  # noqa: N802
         self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[Any]:
-        """The settings handshake: each Settings the client sends comes back completed."""
-        _account, denied = self._caller(context)
+        """The settings handshake both ways (each Settings the client sends comes back
+        completed), and what the proxy pushes to the client while the stream is open:
+        transaction check-backs (``broker_core.proxy.transactions``)."""
+        account, denied = self._caller(context)
         if denied is not None:
             yield svc.TelemetryCommand(status=denied)
             return
-        client = self._broker_client(_account)
-        async for command in request_iterator:
-            if command.HasField("settings"):
-                settings = await self._settings(command.settings, client)
-                yield svc.TelemetryCommand(status=status(pb.OK), settings=settings)
+        broker_client = self._broker_client(account)
+        client = self.registry.client(_metadata(context))
+        session = TelemetrySession(client.client_id, asyncio.Queue())
+        client.sessions.append(session)
+
+        async def read() -> None:
+            try:
+                async for command in request_iterator:
+                    if command.HasField("settings"):
+                        self.registry.learn_settings(client, command.settings)
+                        if command.settings.HasField("publishing"):
+                            session.topics = frozenset(t.name for t in command.settings.publishing.topics)
+                        settings = await self._settings(command.settings, broker_client)
+                        session.push(svc.TelemetryCommand(status=status(pb.OK), settings=settings))
+            finally:
+                session.push(None)
+
+        reader = asyncio.create_task(read())
+        try:
+            while (command := await session.outbox.get()) is not None:
+                yield command
+        finally:
+            reader.cancel()
+            client.sessions.remove(session)
 
     async def _settings(self, settings: Any, client: AdminClient) -> Any:
         answer = pb.Settings()
@@ -270,14 +321,16 @@ class MessagingService(_Servicer):  # type: ignore[misc]
         def refused(code: int, why: str) -> Any:
             return svc.SendResultEntry(status=status(code, why), message_id=message_id)
 
-        if system.message_type == pb.TRANSACTION:
-            return refused(pb.NOT_IMPLEMENTED, "transactional messages are not served by this proxy yet")
         topic = message.topic.name
         try:
             properties = stored_properties(message)
             body = stored_body(message)
         except MessageRefused as exc:
             return refused(exc.code, str(exc))
+        transactional = system.message_type == pb.TRANSACTION
+        if transactional:
+            properties[PROPERTY_TRANSACTION_PREPARED] = "true"
+            properties[PROPERTY_PRODUCER_GROUP] = PROXY_PRODUCER_GROUP
         group = properties.get(PROPERTY_SHARDING_KEY, "")
         if self.config.enable_topic_message_type_check:
             try:
@@ -293,7 +346,9 @@ class MessagingService(_Servicer):  # type: ignore[misc]
         for attempt in range(2):
             try:
                 route = await self._route(topic, fresh=attempt > 0)
-                return await self._send_to(sender, route, topic, body, properties, group, message_id)
+                return await self._send_to(
+                    sender, route, topic, body, properties, group, message_id, transactional
+                )
             except AdminError as exc:
                 if exc.code == ResponseCode.TOPIC_NOT_EXIST:
                     return refused(pb.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist")
@@ -313,6 +368,7 @@ class MessagingService(_Servicer):  # type: ignore[misc]
         properties: dict[str, str],
         group: str,
         message_id: str,
+        transactional: bool = False,
     ) -> Any:
         masters = route.master_addrs()
         writable = [
@@ -331,6 +387,7 @@ class MessagingService(_Servicer):  # type: ignore[misc]
             PROXY_PRODUCER_GROUP,
             topic,
             queue_id=queue_id,
+            sys_flag=TRANSACTION_PREPARED_TYPE if transactional else 0,
             born_timestamp=int(time.time() * 1000),
             properties=encode_properties(properties).decode("utf-8"),
         )
@@ -341,7 +398,12 @@ class MessagingService(_Servicer):  # type: ignore[misc]
                 message_id=message_id,
             )
         answer = SendMessageResponseHeader.from_fields(response.ext_fields)
-        return svc.SendResultEntry(status=status(pb.OK), message_id=message_id, offset=answer.queue_offset)
+        entry = svc.SendResultEntry(status=status(pb.OK), message_id=message_id, offset=answer.queue_offset)
+        if transactional:
+            entry.transaction_id = TransactionId.of_send(
+                broker_name, answer.msg_id, answer.queue_offset
+            ).encode()
+        return entry
 
     # -- consumers (broker_core.proxy.consumption) ------------------------------------------------
 
@@ -377,33 +439,50 @@ class MessagingService(_Servicer):  # type: ignore[misc]
             return svc.ForwardMessageToDeadLetterQueueResponse(status=denied)
         return await self.consumption.forward_to_dlq(request, self._broker_client(account))
 
+    async def EndTransaction(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        account, denied = self._caller(context)
+        if denied is not None:
+            return svc.EndTransactionResponse(status=denied)
+        return await self.transactions.end(request, self._broker_client(account))
+
+    # -- offsets and pulls by offset (broker_core.proxy.offsets) -------------------------------------
+
+    async def UpdateOffset(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        account, denied = self._caller(context)
+        if denied is not None:
+            return svc.UpdateOffsetResponse(status=denied)
+        return await self.offsets.update_offset(request, self._broker_client(account))
+
+    async def GetOffset(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        account, denied = self._caller(context)
+        if denied is not None:
+            return svc.GetOffsetResponse(status=denied)
+        return await self.offsets.get_offset(request, self._broker_client(account))
+
+    async def QueryOffset(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        account, denied = self._caller(context)
+        if denied is not None:
+            return svc.QueryOffsetResponse(status=denied)
+        return await self.offsets.query_offset(request, self._broker_client(account))
+
+    async def PullMessage(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:  # noqa: N802
+        account, denied = self._caller(context)
+        if denied is not None:
+            yield svc.PullMessageResponse(status=denied)
+            return
+        async for response in self.offsets.pull(request, self._broker_client(account)):
+            yield response
+
     # -- not served yet ---------------------------------------------------------------------------
 
     async def _unary_not_implemented(self, response_type: Any, rpc: str) -> Any:
         return response_type(status=status(pb.NOT_IMPLEMENTED, f"{rpc} is not served by this proxy yet"))
-
-    async def UpdateOffset(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
-        return await self._unary_not_implemented(svc.UpdateOffsetResponse, "UpdateOffset")
-
-    async def GetOffset(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
-        return await self._unary_not_implemented(svc.GetOffsetResponse, "GetOffset")
-
-    async def QueryOffset(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
-        return await self._unary_not_implemented(svc.QueryOffsetResponse, "QueryOffset")
-
-    async def EndTransaction(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
-        return await self._unary_not_implemented(svc.EndTransactionResponse, "EndTransaction")
 
     async def RecallMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
         return await self._unary_not_implemented(svc.RecallMessageResponse, "RecallMessage")
 
     async def SyncLiteSubscription(self, request: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
         return await self._unary_not_implemented(svc.SyncLiteSubscriptionResponse, "SyncLiteSubscription")
-
-    async def PullMessage(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:  # noqa: N802
-        yield svc.PullMessageResponse(
-            status=status(pb.NOT_IMPLEMENTED, "PullMessage is not served by this proxy yet")
-        )
 
 
 def _send_code(code: int) -> int:
@@ -425,3 +504,15 @@ def _duration(seconds: float) -> Any:
 
     whole = int(seconds)
     return Duration(seconds=whole, nanos=int((seconds - whole) * 1e9))
+
+
+def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (context.invocation_metadata() or ())}
+
+
+def _peer_addr(peer: str) -> str:
+    """``ipv4:127.0.0.1:5000`` (gRPC's peer form) -> ``127.0.0.1:5000``."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6":
+        return rest.replace("%5B", "[").replace("%5D", "]")
+    return rest if kind == "ipv4" else peer

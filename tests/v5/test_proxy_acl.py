@@ -68,7 +68,8 @@ async def test_signatures_are_checked_and_the_brokers_judge_the_account(tmp_path
                 )
 
             allowed = await send_as("writer", "writer-secret-1")
-            assert [line["kind"] for line in allowed if "message_id" in line] == ["normal"] * 2 + ["fifo"] * 4 + ["timer"]
+            expected = ["normal"] * 2 + ["fifo"] * 4 + ["timer"]
+            assert [line["kind"] for line in allowed if "message_id" in line] == expected
             wrong = await send_as("writer", "not-the-secret")
             # Refused at its first call (the route; the client reports it so): nothing sent.
             assert wrong and all("error" in line for line in wrong), wrong

@@ -30,6 +30,7 @@ from broker_core.topics import dlq_topic
 from .children import V5_MISSING, V5_PYTHON, Platform, platform, run_v5
 
 pytestmark = pytest.mark.skipif(not V5_PYTHON.exists(), reason=V5_MISSING)
+pb, svc, grpc_svc = load()
 
 TOPIC = "ForV5"
 
@@ -222,7 +223,6 @@ async def test_a_broker_restart_mid_consumption_redelivers_only_what_was_not_ack
 
 
 async def test_bad_consumer_requests_get_their_status_and_the_proxy_serves_on(tmp_path: Path) -> None:
-    pb, svc, grpc_svc = load()
     async with platform(tmp_path / "store", auto_create_subscription_group=False) as p:
         await routed(p)
         p.broker.groups.update(SubscriptionGroupConfig("known"))
@@ -293,3 +293,66 @@ async def test_bad_consumer_requests_get_their_status_and_the_proxy_serves_on(tm
             assert [a.message_queue.broker.name for a in assignment.assignments] == [
                 p.broker.config.broker_name
             ]
+
+
+async def test_v5_transactions_commit_roll_back_and_are_decided_by_check_back(tmp_path: Path) -> None:
+    """Commit, rollback, and two transactions left open that the broker's check-back,
+    relayed by the proxy over the producer's Telemetry stream, decides with its checker.
+    A v5 consumer then sees exactly the committed ones."""
+    settings = {"transaction_check_interval": 1_000, "transaction_time_out": 1_000}
+    async with platform(tmp_path / "store", **settings) as p:
+        p.broker.topics.update(TopicConfig(TOPIC, 2, 2, attributes={"message.type": "TRANSACTION"}))
+        await p.broker.registration.register_all()  # type: ignore[union-attr]
+        lines = await run_v5("transaction_child.py", p.proxy.address, TOPIC, "6", home=tmp_path / "h")
+        assert not events(lines, "error")
+        assert {line["body"] for line in events(lines, "sent")} == {
+            "tx-commit",
+            "tx-rollback",
+            "check-commit",
+            "check-rollback",
+        }
+        checked = {line["body"] for line in events(lines, "check")}
+        assert checked == {"check-commit", "check-rollback"}  # only the open ones were asked about
+        got = await run_v5(
+            "consumer_child.py", p.proxy.address, TOPIC, "v5-tx", "drain", "2", "30", home=tmp_path / "h2"
+        )
+        assert sorted(g["body"] for g in events(got, "received")) == ["check-commit", "tx-commit"]
+        store = p.broker.store
+        assert store is not None
+        assert sum(store.get_max_offset_in_queue(TOPIC, q) for q in range(2)) == 2  # nothing else
+
+
+async def test_v5_clients_are_registered_with_the_brokers_by_their_heartbeats(tmp_path: Path) -> None:
+    """What the console's connection lists read: a v5 client's heartbeat through the proxy
+    registers it with the broker (its language, SDK version, address, gRPC), and its
+    termination unregisters it."""
+    async with platform(tmp_path / "store") as p:
+        await routed(p)
+        async with grpc.aio.insecure_channel(p.proxy.address) as channel:
+            stub = grpc_svc.MessagingServiceStub(channel)
+            metadata = (
+                ("x-mq-client-id", "v5-client-1"),
+                ("x-mq-language", "PYTHON"),
+                ("x-mq-client-version", "5.1.2"),
+            )
+            beat = svc.HeartbeatRequest(group=pb.Resource(name="v5-watch"), client_type=pb.SIMPLE_CONSUMER)
+            assert (await stub.Heartbeat(beat, metadata=metadata, timeout=5)).status.code == pb.OK
+            [member] = p.broker.clients.consumer_clients("v5-watch")
+            assert (member.client_id, member.language, member.consume_type) == (
+                "v5-client-1",
+                "PYTHON",
+                "CONSUME_POP",
+            )
+            entry = member.to_json()
+            assert entry["versionDesc"] == "5.1.2" and entry["protocol"].startswith("gRPC")
+            assert entry["clientAddr"].startswith("127.0.0.1:")
+            producer = (("x-mq-client-id", "v5-producer-1"), ("x-mq-language", "PYTHON"))
+            await stub.Heartbeat(svc.HeartbeatRequest(client_type=pb.PRODUCER), metadata=producer, timeout=5)
+            assert [c.client_id for c in p.broker.clients.producer_clients("PROXY_V5_PRODUCER")] == [
+                "v5-producer-1"
+            ]
+            bye = svc.NotifyClientTerminationRequest(group=pb.Resource(name="v5-watch"))
+            assert (
+                await stub.NotifyClientTermination(bye, metadata=metadata, timeout=5)
+            ).status.code == pb.OK
+            assert p.broker.clients.consumer_clients("v5-watch") == []

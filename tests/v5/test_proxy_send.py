@@ -122,10 +122,8 @@ async def test_rpcs_not_served_answer_not_implemented_at_once(tmp_path: Path) ->
         try:
             async with grpc.aio.insecure_channel(proxy.address) as channel:
                 stub = grpc_svc.MessagingServiceStub(channel)
-                offset = await stub.UpdateOffset(svc.UpdateOffsetRequest(), timeout=5)
-                assert offset.status.code == pb.NOT_IMPLEMENTED and "UpdateOffset" in offset.status.message
-                pulled = [r async for r in stub.PullMessage(svc.PullMessageRequest(), timeout=5)]
-                assert [r.status.code for r in pulled] == [pb.NOT_IMPLEMENTED]
+                recall = await stub.RecallMessage(svc.RecallMessageRequest(), timeout=5)
+                assert recall.status.code == pb.NOT_IMPLEMENTED and "RecallMessage" in recall.status.message
                 route = await stub.QueryRoute(
                     svc.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic")), timeout=5
                 )

@@ -94,6 +94,11 @@ class AdminRequests:
         # Typed broker requests (pull...) over ``_send_command``: signed, AdminUnreachableError.
         self.requests = BrokerRequests(self._send_command)
 
+    def serve(self, code: int, handler: Any) -> None:
+        """Answer requests a broker sends on this client's connections (``handler(request,
+        conn)``, as a server's): how a proxy hears a broker's transaction check-back."""
+        self._remoting.register(code, handler)
+
     async def close(self) -> None:
         """Close our connections (a shared ``remoting`` client is left open)."""
         if self._owns_remoting:
