@@ -92,6 +92,10 @@ PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
 PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
 # Aliyun ONS / ali-ons ``setStartDeliverTime``: absolute epoch ms, like TIMER_DELIVER_MS.
 PROPERTY_START_DELIVER_TIME = "__STARTDELIVERTIME"
+# RocketMQ 5: a FIFO message's message group (the v5 clients' ``message_group``).
+PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
+# Set on a message one broker forwards to another.
+PROPERTY_TRANSFER_FLAG = "TRANSFER_FLAG"
 # Set by the broker: the due time it resolved (epoch ms), when the timer took the message
 # in and when it delivered it.  A message with TIMER_OUT_MS is never held again.
 PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"

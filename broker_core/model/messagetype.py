@@ -19,6 +19,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from broker_core.model.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_SHARDING_KEY,
+    PROPERTY_TIMER_DELAY_MS,
+    PROPERTY_TIMER_DELAY_SEC,
+    PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_TRANSFER_FLAG,
+)
 from broker_core.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
 UNSPECIFIED: Final = "UNSPECIFIED"
@@ -34,16 +43,6 @@ MESSAGE_TYPES: Final = (UNSPECIFIED, NORMAL, FIFO, DELAY, TRANSACTION, MIXED)
 DEFAULT_MESSAGE_TYPE: Final = NORMAL
 # The types a message itself can have (``message_type_of``), and those a MIXED topic takes.
 SENDABLE_TYPES: Final = (NORMAL, FIFO, DELAY, TRANSACTION)
-
-# The message properties the type is read from (RocketMQ ``MessageConst`` names).
-PROPERTY_TRANSACTION_PREPARED: Final = "TRAN_MSG"
-PROPERTY_DELAY_TIME_LEVEL: Final = "DELAY"
-PROPERTY_TIMER_DELIVER_MS: Final = "TIMER_DELIVER_MS"
-PROPERTY_TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
-PROPERTY_TIMER_DELAY_MS: Final = "TIMER_DELAY_MS"
-PROPERTY_SHARDING_KEY: Final = "__SHARDINGKEY"
-# Set on a message one broker forwards to another: never checked again.
-PROPERTY_TRANSFER_FLAG: Final = "TRANSFER_FLAG"
 
 _DELAY_PROPERTIES: Final = (
     PROPERTY_DELAY_TIME_LEVEL,

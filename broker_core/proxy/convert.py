@@ -30,6 +30,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from broker_core.model.message import (
     PROPERTY_KEYS,
+    PROPERTY_SHARDING_KEY,
     PROPERTY_TAGS,
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -38,7 +39,6 @@ from broker_core.model.message import (
 from broker_core.model.messagetype import (
     DELAY,
     FIFO,
-    PROPERTY_SHARDING_KEY,
     TRANSACTION,
     message_type_of,
 )

@@ -45,6 +45,7 @@ from broker_core.errors import AdminError
 from broker_core.model.acl import Account
 from broker_core.model.message import (
     PROPERTY_PRODUCER_GROUP,
+    PROPERTY_SHARDING_KEY,
     PROPERTY_TRANSACTION_PREPARED,
     TRANSACTION_PREPARED_TYPE,
     encode_properties,
@@ -53,7 +54,6 @@ from broker_core.model.messagetype import (
     DELAY,
     FIFO,
     NORMAL,
-    PROPERTY_SHARDING_KEY,
     SENDABLE_TYPES,
     TRANSACTION,
     UNSPECIFIED,

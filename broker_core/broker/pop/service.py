@@ -32,6 +32,7 @@ from broker_core.broker.pop.journal import BookKey, PopJournal
 from broker_core.broker.retry import dead_letter_copy
 from broker_core.model.message import (
     BORNHOST_V6_FLAG,
+    PROPERTY_SHARDING_KEY,
     STOREHOST_V6_FLAG,
     RecordFormatError,
     decode_record,
@@ -44,8 +45,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# RocketMQ 5's property for a FIFO message's group.
-MESSAGE_GROUP_PROPERTY = "__SHARDINGKEY"
 # A FIFO book holds at most this many messages back behind busy message groups; past it,
 # new messages are not looked at until some group moves on.
 MAX_HELD = 2048
@@ -87,7 +86,7 @@ def with_reconsume_times(record: bytes, times: int) -> bytes:
 def message_group_of(record: bytes) -> str:
     """The FIFO message group a stored record carries ("" when none, or unreadable)."""
     try:
-        return decode_record(record, with_body=False).properties.get(MESSAGE_GROUP_PROPERTY, "")
+        return decode_record(record, with_body=False).properties.get(PROPERTY_SHARDING_KEY, "")
     except RecordFormatError:
         return ""
 

@@ -129,6 +129,8 @@ class AdminProcessor:
         if not group:
             return request.response(ResponseCode.SYSTEM_ERROR, "the request names no groupName")
         self.broker.groups.delete(group)
+        if self.broker.pop is not None:
+            self.broker.pop.forget_group(group)  # its messages in flight are nobody's now
         if header_bool(request.ext_fields.get("removeOffset")):
             store = self.broker.store
             assert store is not None
