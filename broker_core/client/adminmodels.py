@@ -163,14 +163,31 @@ class ConsumeStats:
         ]
 
 
+# The protocol of a client the broker does not say otherwise of: RocketMQ's remoting.
+PROTOCOL_REMOTING = "remoting"
+
+
 @dataclass(frozen=True, slots=True)
 class ClientConnection:
-    """One connected producer or consumer client, as a broker sees it."""
+    """One connected producer or consumer client, as a broker sees it.
+
+    ``version`` is RocketMQ's version code (an ``MQVersion`` ordinal) from the client's
+    frames.  A RocketMQ 5 client that the gRPC proxy registered also has its ``protocol``
+    (the proxy's word for it, e.g. ``gRPC v2``) and its SDK's version string
+    (``version_desc``); every other client is ``remoting`` with no version string.
+    """
 
     client_id: str
     client_addr: str
     language: str
     version: int
+    protocol: str = PROTOCOL_REMOTING
+    version_desc: str = ""
+
+    @property
+    def grpc(self) -> bool:
+        """Whether the client talks gRPC (RocketMQ 5's protocol) through a proxy."""
+        return self.protocol.lower().startswith("grpc")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -178,6 +195,8 @@ class ClientConnection:
             "clientAddr": self.client_addr,
             "language": self.language,
             "version": self.version,
+            "protocol": self.protocol,
+            "versionDesc": self.version_desc,
         }
 
     @classmethod
@@ -188,6 +207,8 @@ class ClientConnection:
             str(obj.get("clientAddr") or ""),
             str(obj.get("language") or ""),
             int(version) if isinstance(version, int | str) and str(version).lstrip("-").isdigit() else 0,
+            str(obj.get("protocol") or PROTOCOL_REMOTING),
+            str(obj.get("versionDesc") or obj.get("clientVersion") or ""),
         )
 
 
@@ -290,6 +311,184 @@ class GroupSummary:
             "messageModel": self.message_model,
             "consumeTps": self.consume_tps,
             "totalLag": self.total_lag,
+        }
+
+
+# -- pop consumption (RocketMQ 5) ----------------------------------------------------------
+
+
+def _attempt_counts(obj: Any) -> dict[int, int]:
+    """``{"1": n, "2": m}`` (a pop book's in-flight messages per delivery attempt) by attempt."""
+    if not isinstance(obj, Mapping):
+        return {}
+    return {int(a): int(n) for a, n in obj.items() if str(a).isdigit() and int(n or 0) > 0}
+
+
+@dataclass(frozen=True, slots=True)
+class PopQueueBook:
+    """A group's pop consumption of one queue on one broker (a QUIVER_GET_POP_STATUS book).
+
+    Offsets below ``base_offset`` are finished (acked or dead-lettered; the group's committed
+    offset follows it); ``cursor_offset`` is the next offset not yet handed out.
+    ``in_flight`` messages are handed out and invisible until acked or their invisible time
+    ends; ``held`` ones wait, in a FIFO group, for their message group's message in flight.
+    ``attempts`` counts the in-flight messages by delivery attempt (1 the first delivery).
+    ``acked``, ``redelivered`` and ``dead_lettered`` count since the broker started.
+    """
+
+    broker_name: str
+    group: str
+    topic: str
+    queue_id: int
+    base_offset: int
+    cursor_offset: int
+    in_flight: int
+    held: int
+    acked: int
+    redelivered: int
+    dead_lettered: int
+    attempts: Mapping[int, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "brokerName": self.broker_name,
+            "group": self.group,
+            "topic": self.topic,
+            "queueId": self.queue_id,
+            "baseOffset": self.base_offset,
+            "cursorOffset": self.cursor_offset,
+            "inFlight": self.in_flight,
+            "held": self.held,
+            "acked": self.acked,
+            "redelivered": self.redelivered,
+            "deadLettered": self.dead_lettered,
+            "attempts": attempts_json(self.attempts),
+        }
+
+    @classmethod
+    def from_json(cls, broker_name: str, obj: Mapping[str, Any]) -> PopQueueBook:
+        return cls(
+            broker_name,
+            str(obj.get("group") or ""),
+            str(obj.get("topic") or ""),
+            int(obj.get("queueId") or 0),
+            int(obj.get("baseOffset") or 0),
+            int(obj.get("cursorOffset") or 0),
+            int(obj.get("inFlight") or 0),
+            int(obj.get("held") or 0),
+            int(obj.get("acked") or 0),
+            int(obj.get("redelivered") or 0),
+            int(obj.get("deadLettered") or 0),
+            _attempt_counts(obj.get("attempts")),
+        )
+
+
+def attempts_json(attempts: Mapping[int, int]) -> list[dict[str, int]]:
+    """Messages per delivery attempt as ``[{"attempt": 1, "messages": n}, ...]``, by attempt."""
+    return [{"attempt": a, "messages": n} for a, n in sorted(attempts.items())]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerPopStatus:
+    """One broker's pop books (of one group or all) and, per group with books, its acks per
+    second over the last minute and whether it is a FIFO group (``consumeMessageOrderly``)."""
+
+    broker_name: str
+    broker_addr: str
+    books: tuple[PopQueueBook, ...] = ()
+    acked_tps: Mapping[str, float] = field(default_factory=dict)
+    fifo: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_body(cls, broker_name: str, broker_addr: str, body: Mapping[str, Any]) -> BrokerPopStatus:
+        groups = body.get("groups") or {}
+        return cls(
+            broker_name,
+            broker_addr,
+            tuple(PopQueueBook.from_json(broker_name, b) for b in body.get("books") or []),
+            {str(g): float((v or {}).get("ackedTps") or 0.0) for g, v in groups.items()},
+            frozenset(str(g) for g, v in groups.items() if (v or {}).get("fifo")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PopGroupTotals:
+    """One group's pop consumption summed over its queues on every broker asked."""
+
+    group: str
+    fifo: bool = False
+    in_flight: int = 0
+    held: int = 0
+    acked: int = 0
+    redelivered: int = 0
+    dead_lettered: int = 0
+    acked_tps: float = 0.0
+    attempts: Mapping[int, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "fifo": self.fifo,
+            "inFlight": self.in_flight,
+            "held": self.held,
+            "acked": self.acked,
+            "redelivered": self.redelivered,
+            "deadLettered": self.dead_lettered,
+            "ackedTps": round(self.acked_tps, 3),
+            "attempts": attempts_json(self.attempts),
+        }
+
+    @classmethod
+    def of(
+        cls, group: str, books: Iterable[PopQueueBook], *, acked_tps: float = 0.0, fifo: bool = False
+    ) -> PopGroupTotals:
+        """The sums of ``group``'s ``books``, with its acked rate and FIFO flag as the brokers said."""
+        rows = list(books)
+        attempts: dict[int, int] = {}
+        for book in rows:
+            for attempt, n in book.attempts.items():
+                attempts[attempt] = attempts.get(attempt, 0) + n
+        return cls(
+            group,
+            fifo,
+            sum(b.in_flight for b in rows),
+            sum(b.held for b in rows),
+            sum(b.acked for b in rows),
+            sum(b.redelivered for b in rows),
+            sum(b.dead_lettered for b in rows),
+            acked_tps,
+            dict(sorted(attempts.items())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PopStatus:
+    """Pop consumption on every master asked (RocketMQ 5 clients consume by pop through the
+    proxy): each broker's books, ordered by broker name."""
+
+    brokers: tuple[BrokerPopStatus, ...] = ()
+
+    @property
+    def books(self) -> list[PopQueueBook]:
+        """Every book, by group, topic, broker and queue."""
+        return sorted(
+            (b for broker in self.brokers for b in broker.books),
+            key=lambda b: (b.group, b.topic, b.broker_name, b.queue_id),
+        )
+
+    def groups(self) -> dict[str, PopGroupTotals]:
+        """Per group with a book anywhere, its figures summed over queues and brokers."""
+        by_group: dict[str, list[PopQueueBook]] = {}
+        for book in self.books:
+            by_group.setdefault(book.group, []).append(book)
+        return {
+            group: PopGroupTotals.of(
+                group,
+                books,
+                acked_tps=sum(b.acked_tps.get(group, 0.0) for b in self.brokers),
+                fifo=any(group in b.fifo for b in self.brokers),
+            )
+            for group, books in sorted(by_group.items())
         }
 
 

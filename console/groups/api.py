@@ -9,8 +9,8 @@ from rest_framework.response import Response
 
 from console.core import apiviews
 from console.core.apiviews import ClusterAPIView, documented, query
+from console.groups import pop, services
 from console.groups import serializers as out
-from console.groups import services
 from console.groups.models import GroupMonitor
 from console.groups.serializers import (
     GroupConfigWrite,
@@ -51,7 +51,8 @@ class GroupList(ClusterAPIView):
 
 
 class GroupDetail(ClusterAPIView):
-    """GET: per-queue progress, clients, subscriptions and config.  PUT: update the config.
+    """GET: per-queue progress, clients, subscriptions and config.  PUT: update the config
+    (a ``consumeMessageOrderly`` it does not name is kept as stored).
     DELETE (admin role): only with ``?confirm=<group>`` after the impact check."""
 
     needs = {"DELETE": "admin"}
@@ -64,10 +65,9 @@ class GroupDetail(ClusterAPIView):
     def put(self, request: Request, cluster: str, group: str) -> Response:
         form = GroupConfigWrite(data=request.data)
         form.is_valid(raise_exception=True)
-        config = group_config(group, form.validated_data)
-        brokers = services.update_group(
-            request, self.cluster, config, form.validated_data.get("brokerCluster", "")
-        )
+        data = services.with_stored_fifo(self.cluster, group, form.validated_data)
+        config = group_config(group, data)
+        brokers = services.update_group(request, self.cluster, config, data.get("brokerCluster", ""))
         return Response({"group": group, "brokers": brokers, "config": config.to_json()})
 
     @apiviews.documented_delete(
@@ -75,6 +75,15 @@ class GroupDetail(ClusterAPIView):
     )
     def delete(self, request: Request, cluster: str, group: str) -> Response:
         return apiviews.confirmed_delete(self, group, services.delete_group, services.impact)
+
+
+class GroupPop(ClusterAPIView):
+    """GET: the group's pop consumption (RocketMQ 5 clients): in flight, acks per second,
+    redelivered and dead-lettered, messages per delivery attempt, per queue; FIFO or not."""
+
+    @documented("A consumer group's pop consumption (RocketMQ 5)", responses=out.GroupPopOut)
+    def get(self, request: Request, cluster: str, group: str) -> Response:
+        return Response(self.admin(lambda admin: pop.group_pop(admin, group)))
 
 
 class GroupClient(ClusterAPIView):

@@ -24,11 +24,18 @@ class GroupConfigWrite(serializers.Serializer):
     )
     retryQueueNums = serializers.IntegerField(min_value=0, max_value=64, default=1)  # noqa: N815
     retryMaxTimes = serializers.IntegerField(min_value=-1, max_value=10_000, default=16)  # noqa: N815
+    consumeMessageOrderly = serializers.BooleanField(  # noqa: N815
+        required=False,
+        help_text="a FIFO group (RocketMQ 5): its pop consumers get one message group's messages in "
+        "order, one in flight at a time; false when a group is created without it, kept as it is "
+        "when an update does not name it",
+    )
     brokerCluster = serializers.CharField(required=False, allow_blank=True, max_length=127)  # noqa: N815
 
 
 def group_config(name: str, data: dict[str, Any]) -> SubscriptionGroupConfig:
-    """Validated ``GroupConfigWrite`` data as ``name``'s config (``brokerCluster`` is where, not what)."""
+    """Validated ``GroupConfigWrite`` data as ``name``'s config (``brokerCluster`` is where, not
+    what; a ``consumeMessageOrderly`` it does not name is false)."""
     return SubscriptionGroupConfig(
         name,
         consume_enable=data["consumeEnable"],
@@ -36,6 +43,7 @@ def group_config(name: str, data: dict[str, Any]) -> SubscriptionGroupConfig:
         consume_broadcast_enable=data["consumeBroadcastEnable"],
         retry_queue_nums=data["retryQueueNums"],
         retry_max_times=data["retryMaxTimes"],
+        consume_message_orderly=bool(data.get("consumeMessageOrderly", False)),
     )
 
 
@@ -119,11 +127,27 @@ class GroupConfigOut(serializers.Serializer):
     brokerId = serializers.IntegerField()  # noqa: N815
     whichBrokerWhenConsumeSlowly = serializers.IntegerField()  # noqa: N815
     notifyConsumerIdsChangedEnable = serializers.BooleanField()  # noqa: N815
+    consumeMessageOrderly = serializers.BooleanField(help_text="a FIFO group (RocketMQ 5)")  # noqa: N815
+
+
+class PopFiguresOut(serializers.Serializer):
+    """A group's pop consumption (RocketMQ 5 clients) summed over every master: messages in
+    flight (handed out, not acked) and held behind their message group's (FIFO), acks per
+    second over the last minute, and since each broker started the acked, redelivered and
+    dead-lettered counts."""
+
+    inFlight = serializers.IntegerField()  # noqa: N815
+    held = serializers.IntegerField()
+    ackedTps = serializers.FloatField()  # noqa: N815
+    acked = serializers.IntegerField()
+    redelivered = serializers.IntegerField()
+    deadLettered = serializers.IntegerField()  # noqa: N815
 
 
 class GroupRowOut(serializers.Serializer):
     """A group in the list: lag in messages and seconds (null when a broker did not answer),
-    topics, clients online, consumption model and rate, and its config (null: none stored)."""
+    topics, clients online, consumption model and rate, its config (null: none stored),
+    whether it is a FIFO group, and its pop figures (null: it has not consumed by pop)."""
 
     group = serializers.CharField()
     lag = serializers.IntegerField(allow_null=True)
@@ -135,6 +159,8 @@ class GroupRowOut(serializers.Serializer):
     consumeType = serializers.CharField(allow_null=True)  # noqa: N815
     consumeTps = serializers.FloatField()  # noqa: N815
     config = GroupConfigOut(allow_null=True)
+    fifo = serializers.BooleanField()
+    pop = PopFiguresOut(allow_null=True)
 
 
 class GroupPageOut(serializers.Serializer):
@@ -179,10 +205,16 @@ class GroupQueueOut(serializers.Serializer):
 
 
 class ClientOut(serializers.Serializer):
+    """One connected client: its language and RocketMQ version code as its frames say, its
+    protocol (``remoting``, or the proxy's name for gRPC, e.g. ``gRPC v2``, for a RocketMQ 5
+    client) and such a client's SDK version ("" for remoting clients)."""
+
     clientId = serializers.CharField()  # noqa: N815
     clientAddr = serializers.CharField()  # noqa: N815
     language = serializers.CharField()
     version = serializers.IntegerField()
+    protocol = serializers.CharField()
+    versionDesc = serializers.CharField(allow_blank=True)  # noqa: N815
 
 
 class ConnectionOut(serializers.Serializer):
@@ -284,3 +316,40 @@ class MonitorOut(serializers.Serializer):
 
 class MonitorListOut(serializers.Serializer):
     monitors = MonitorOut(many=True)
+
+
+class AttemptCountOut(serializers.Serializer):
+    """Messages in flight on one delivery attempt (1: the first delivery)."""
+
+    attempt = serializers.IntegerField()
+    messages = serializers.IntegerField()
+
+
+class PopQueueOut(serializers.Serializer):
+    """The group's pop consumption of one queue: offsets below ``baseOffset`` are finished
+    (acked or dead-lettered), ``cursorOffset`` is the next to hand out."""
+
+    topic = serializers.CharField()
+    brokerName = serializers.CharField()  # noqa: N815
+    queueId = serializers.IntegerField()  # noqa: N815
+    baseOffset = serializers.IntegerField()  # noqa: N815
+    cursorOffset = serializers.IntegerField()  # noqa: N815
+    inFlight = serializers.IntegerField()  # noqa: N815
+    held = serializers.IntegerField()
+    acked = serializers.IntegerField()
+    redelivered = serializers.IntegerField()
+    deadLettered = serializers.IntegerField()  # noqa: N815
+    attempts = AttemptCountOut(many=True)
+
+
+class GroupPopOut(PopFiguresOut):
+    """A group's pop consumption (RocketMQ 5 clients, through the proxy) on every master:
+    ``popping`` when any has a pop book of it, ``fifo`` for a FIFO group, the summed figures
+    with the messages in flight per delivery attempt, each queue's, and the masters asked."""
+
+    group = serializers.CharField()
+    popping = serializers.BooleanField()
+    fifo = serializers.BooleanField()
+    attempts = AttemptCountOut(many=True)
+    queues = PopQueueOut(many=True)
+    brokers = serializers.ListField(child=serializers.CharField())

@@ -3,9 +3,10 @@ and the write actions, one function each (create or update the subscription conf
 after the impact check, reset offsets, save or remove thresholds) that checks the actor's
 right, acts and writes the audit row (see ``console.core.actions``).
 
-The group list costs two calls per master broker whatever the number of groups: the
+The group list costs three calls per master broker whatever the number of groups: the
 offset snapshot (every committed offset beside its queue's end and the store time at the
-offset, plus the online groups) and the subscription-group configs.  Lag is counted in
+offset, plus the online groups), the subscription-group configs, and the pop books (how
+RocketMQ 5 clients consume: messages in flight, acks per second).  Lag is counted in
 messages and in seconds behind (snapshot time minus the store time of the message at
 the committed offset).  A broker that does not answer leaves its groups' figures unknown
 (None), never 0, and is named.
@@ -22,7 +23,7 @@ from typing import Any, TypedDict
 import orjson
 
 from broker_core.client.admin import AdminClient
-from broker_core.client.adminmodels import as_message_queue
+from broker_core.client.adminmodels import BrokerPopStatus, PopGroupTotals, PopStatus, as_message_queue
 from broker_core.errors import AdminError
 from broker_core.messagequeue import MessageQueue
 from broker_core.model.groupconfig import SubscriptionGroupConfig, SubscriptionGroupConfigJson
@@ -53,10 +54,25 @@ def is_system_group(name: str) -> bool:
     return name in SYSTEM_GROUPS or name.startswith("CID_RMQ_SYS_")
 
 
+class PopFigures(TypedDict):
+    """A group's pop consumption at a glance (RocketMQ 5 clients): messages in flight and
+    held (FIFO), acks per second over the last minute, and since the brokers started the
+    acked, redelivered and dead-lettered counts."""
+
+    inFlight: int
+    held: int
+    ackedTps: float
+    acked: int
+    redelivered: int
+    deadLettered: int
+
+
 class GroupRow(TypedDict):
     """One group of the list.  ``lag`` and ``secondsBehind`` are None when a broker did not
     answer (its offsets may hold the group's); ``config`` is the first master's
-    subscription config, None when no master has one."""
+    subscription config, None when no master has one; ``fifo`` says it is a FIFO group
+    (``consumeMessageOrderly``); ``pop`` holds its pop figures, None when it has not
+    consumed by pop."""
 
     group: str
     lag: int | None
@@ -68,6 +84,8 @@ class GroupRow(TypedDict):
     consumeTps: float
     config: SubscriptionGroupConfigJson | None
     online: bool
+    fifo: bool
+    pop: PopFigures | None
 
 
 @dataclass
@@ -82,6 +100,19 @@ class _GroupTally:
     consume_type: str | None = None
     consume_tps: float = 0.0
     config: SubscriptionGroupConfigJson | None = None
+    pop: PopGroupTotals | None = None
+
+
+def pop_figures(totals: PopGroupTotals) -> PopFigures:
+    """A group's summed pop figures as the group list shows them."""
+    return {
+        "inFlight": totals.in_flight,
+        "held": totals.held,
+        "ackedTps": round(totals.acked_tps, 3),
+        "acked": totals.acked,
+        "redelivered": totals.redelivered,
+        "deadLettered": totals.dead_lettered,
+    }
 
 
 class TopicTotal(TypedDict):
@@ -186,19 +217,22 @@ class MonitorData(TypedDict, total=False):
 
 
 async def group_rows(admin: AdminClient) -> tuple[list[GroupRow], list[str]]:
-    """Every group with lag, seconds behind, topics, clients online, model and TPS."""
+    """Every group with lag, seconds behind, topics, clients online, model, TPS, whether it
+    is a FIFO group and its pop figures."""
     info = await admin.cluster_info()
     masters = info.master_addrs()
-    snaps, configs = await asyncio.gather(
+    snaps, configs, pops = await asyncio.gather(
         asyncio.gather(*(admin.offset_snapshot(a) for a in masters.values()), return_exceptions=True),
         asyncio.gather(*(admin.subscription_groups(a) for a in masters.values()), return_exceptions=True),
+        asyncio.gather(
+            *(admin.broker_pop_status(a, broker_name=n) for n, a in masters.items()), return_exceptions=True
+        ),
     )
-    unreadable = [
-        f"{name} ({addr}): {answer}"
-        for (name, addr), snap, config in zip(masters.items(), snaps, configs, strict=True)
-        for answer in (snap if isinstance(snap, BaseException) else config,)
-        if isinstance(answer, BaseException)
-    ]
+    unreadable = []
+    for (name, addr), *answers in zip(masters.items(), snaps, configs, pops, strict=True):
+        failure = next((a for a in answers if isinstance(a, BaseException)), None)
+        if failure is not None:
+            unreadable.append(f"{name} ({addr}): {failure}")
     groups: dict[str, _GroupTally] = {}
     for snap in snaps:
         if isinstance(snap, BaseException):
@@ -221,6 +255,9 @@ async def group_rows(admin: AdminClient) -> tuple[list[GroupRow], list[str]]:
         for name, config in table.items():
             t = groups.setdefault(name, _GroupTally())
             t.config = t.config or config.to_json()
+    popped = PopStatus(tuple(p for p in pops if isinstance(p, BrokerPopStatus)))
+    for name, totals in popped.groups().items():
+        groups.setdefault(name, _GroupTally()).pop = totals
     rows: list[GroupRow] = []
     for name, t in sorted(groups.items()):
         message_model = t.message_model
@@ -239,6 +276,8 @@ async def group_rows(admin: AdminClient) -> tuple[list[GroupRow], list[str]]:
                 "consumeTps": t.consume_tps,
                 "config": t.config,
                 "online": t.clients > 0,
+                "fifo": bool((t.config and t.config.get("consumeMessageOrderly")) or (t.pop and t.pop.fifo)),
+                "pop": pop_figures(t.pop) if t.pop is not None else None,
             }
         )
     return rows, unreadable
@@ -414,6 +453,23 @@ async def plan_reset(admin: AdminClient, group: str, topic: str, mode: str, **ho
             }
         )
     return plan
+
+
+async def stored_fifo(admin: AdminClient, group: str) -> bool:
+    """Whether any master stores ``group`` as a FIFO group (``consumeMessageOrderly``)."""
+    masters = (await admin.cluster_info()).master_addrs()
+    tables = await asyncio.gather(*(admin.subscription_groups(a) for a in masters.values()))
+    configs = [table[group] for table in tables if group in table]
+    return any(config.consume_message_orderly for config in configs)
+
+
+def with_stored_fifo(cluster: ClusterRef, group: str, data: dict[str, Any]) -> dict[str, Any]:
+    """Validated ``GroupConfigWrite`` data with ``consumeMessageOrderly`` as stored when it
+    does not name it: an update that does not mention FIFO leaves the group as it is."""
+    if "consumeMessageOrderly" in data:
+        return data
+    fifo = admin_call(cluster.namesrv_addr, lambda admin: stored_fifo(admin, group))
+    return {**data, "consumeMessageOrderly": fifo}
 
 
 async def group_known(admin: AdminClient, group: str) -> bool:

@@ -20,6 +20,7 @@ urlpatterns = [
     path("clusters/<slug:cluster>/groups/<str:group>/config/", views.save_config, name="config"),
     path("clusters/<slug:cluster>/groups/<str:group>/thresholds/", views.save_thresholds, name="thresholds"),
     path("clusters/<slug:cluster>/groups/<str:group>/delete/", views.delete_group, name="delete"),
+    path("clusters/<slug:cluster>/groups/<str:group>/pop/", views.pop_section, name="pop"),
     path(
         "clusters/<slug:cluster>/groups/<str:group>/clients/<str:client_id>/",
         views.client_info,
@@ -34,6 +35,7 @@ urlpatterns = [
         name="api-producers",
     ),
     path(base + "<str:group>/", api.GroupDetail.as_view(), name="api-detail"),
+    path(base + "<str:group>/pop/", api.GroupPop.as_view(), name="api-pop"),
     path(base + "<str:group>/clients/<str:client_id>/", api.GroupClient.as_view(), name="api-client"),
     path(base + "<str:group>/offsets/preview/", api.OffsetPreview.as_view(), name="api-offsets-preview"),
     path(base + "<str:group>/offsets/reset/", api.OffsetReset_.as_view(), name="api-offsets-reset"),

@@ -1,5 +1,6 @@
-"""Consumer-group pages: the list with lag, and one group with its queues, clients, and the
-offset reset (preview first, then apply, with the per-queue result).  What a form changes,
+"""Consumer-group pages: the list with lag, and one group with its queues, clients, its pop
+consumption (RocketMQ 5 clients; a section the page refreshes), and the offset reset
+(preview first, then apply, with the per-queue result).  What a form changes,
 ``console.groups.services`` changes (checked and audited there, as for the API)."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from broker_core.errors import AdminError
 from console.core.actions import attempt, confirmed_delete_page, form_problems
 from console.core.api_errors import failure_words
 from console.core.pages import ask, cluster_for, context
-from console.groups import services
+from console.groups import pop, services
 from console.groups.models import GroupMonitor
 from console.groups.running_info import running_info
 from console.groups.serializers import GROUP_NAME, GroupConfigWrite, MonitorWrite, group_config
@@ -83,6 +84,7 @@ def group_detail(request: HttpRequest, cluster: str, group: str) -> HttpResponse
     hours = min(168, max(1, int(request.GET["hours"]))) if request.GET.get("hours", "").isdigit() else 6
     now = int(time.time() * 1000)
     trend = services.lag_trend(platform_settings()["HISTORY_DIR"], ref.name, group, hours, now)
+    popped, pop_error = ask(ref, lambda admin: pop.group_pop(admin, group)) if detail else (None, "")
     return render(
         request,
         "groups/detail.html",
@@ -96,10 +98,23 @@ def group_detail(request: HttpRequest, cluster: str, group: str) -> HttpResponse
             lag_trend=trend,
             trend_hours=hours,
             monitor=GroupMonitor.objects.filter(cluster=ref.name, group=group).first(),
+            pop=popped,
+            pop_error=pop_error,
+            fifo=any(c.get("consumeMessageOrderly") for c in detail["configs"].values()) if detail else False,
             errors=[error] if error else [],
         ),
         status=status,
     )
+
+
+@login_required
+@require_GET
+def pop_section(request: HttpRequest, cluster: str, group: str) -> HttpResponse:
+    """The group page's pop consumption section alone (an htmx partial the page refreshes)."""
+    ref = cluster_for(request, cluster)
+    popped, pop_error = ask(ref, lambda admin: pop.group_pop(admin, group))
+    section = {"pop": popped, "pop_error": pop_error, "cluster": ref, "group": group}
+    return render(request, "groups/pop.html", section)
 
 
 @login_required
@@ -197,6 +212,7 @@ def _save_group(request: HttpRequest, cluster: str, group: str, created: bool) -
             "consumeFromMinEnable": True,
             "retryQueueNums": request.POST.get("retryQueueNums") or 1,
             "retryMaxTimes": request.POST.get("retryMaxTimes") or 16,
+            "consumeMessageOrderly": request.POST.get("consumeMessageOrderly") == "on",
         }
     )
     if not form.is_valid():

@@ -1,7 +1,8 @@
-"""The admin client's consumer- and producer-group calls: progress, connections, configs.
+"""The admin client's consumer- and producer-group calls: progress, connections, configs,
+pop consumption.
 
-A group's offsets live on each broker it consumed from, so progress and connections are
-asked of every master and merged.
+A group's offsets live on each broker it consumed from, so progress, connections and pop
+books are asked of every master and merged.
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ import orjson
 from broker_core.client.admin.cluster import ClusterReads
 from broker_core.client.admin.topics import NOT_HERE
 from broker_core.client.adminmodels import (
+    BrokerPopStatus,
     ClientConnection,
     ConsumerConnection,
     ConsumeStats,
     GroupSummary,
+    PopStatus,
     QueueProgress,
     merge_connections,
 )
-from broker_core.errors import AdminError
+from broker_core.errors import AdminError, BrokerRefusedError, ClientError
 from broker_core.model.groupconfig import SubscriptionGroupConfig
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.headers import (
@@ -137,6 +140,40 @@ class GroupCalls(ClusterReads):
                 code=ResponseCode.QUERY_NOT_FOUND,
             )
         return connections
+
+    async def broker_pop_status(
+        self, broker_addr: str, group: str | None = None, *, broker_name: str = ""
+    ) -> BrokerPopStatus:
+        """One broker's pop books (of ``group``, or of every group) (QUIVER_GET_POP_STATUS).
+
+        A broker that does not know the request (RocketMQ's own, whose pop state is kept
+        otherwise) has no books here.
+
+        Raises:
+            AdminError: the broker refused or answered something unreadable.
+        """
+        try:
+            body = await self.requests.pop_status(broker_addr, group or "")
+        except BrokerRefusedError as exc:
+            if exc.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                return BrokerPopStatus(broker_name, broker_addr)
+            raise AdminError(str(exc), code=exc.code, remark=exc.remark, addr=broker_addr) from exc
+        except ClientError as exc:
+            raise AdminError(str(exc), addr=broker_addr) from exc
+        return BrokerPopStatus.from_body(broker_name, broker_addr, body)
+
+    async def pop_status(self, group: str | None = None) -> PopStatus:
+        """Pop consumption (RocketMQ 5 clients, through the proxy) on every master: each
+        broker's books of ``group`` (or of every group), acked rates and FIFO flags.
+
+        Raises:
+            AdminError: a master refused or did not answer (the result is never partial).
+        """
+        masters = (await self.cluster_info()).master_addrs()
+        found = await self._gather(
+            self.broker_pop_status(addr, group, broker_name=name) for name, addr in sorted(masters.items())
+        )
+        return PopStatus(tuple(found))
 
     async def subscription_groups(self, broker_addr: str) -> dict[str, SubscriptionGroupConfig]:
         """Every subscription group config of one broker, by group name."""
