@@ -63,6 +63,7 @@ from broker_core.model.messagetype import (
 from broker_core.model.topicconfig import PERM_READ, PERM_WRITE
 from broker_core.proxy.auth import Authenticator, Unauthorized
 from broker_core.proxy.clients import PROXY_PRODUCER_GROUP, ClientRegistry, TelemetrySession
+from broker_core.proxy.commands import ClientCommands
 from broker_core.proxy.config import ProxyConfig
 from broker_core.proxy.consumption import Consumption
 from broker_core.proxy.convert import MessageRefused, stored_body, stored_properties
@@ -120,7 +121,8 @@ class MessagingService(_Servicer):  # type: ignore[misc]
         self.offsets = OffsetRpcs(self._route)
         self.registry = ClientRegistry(admin, config.rocket_mq_cluster_name)
         self.transactions = Transactions(self._route, self.registry)
-        admin.serve(RequestCode.CHECK_TRANSACTION_STATE, self.transactions.on_check)
+        self.commands = ClientCommands(self.registry)
+        self._serve_brokers(admin)
 
     # -- who calls ------------------------------------------------------------------------------
 
@@ -146,8 +148,14 @@ class MessagingService(_Servicer):  # type: ignore[misc]
             client = self._signed[key] = AdminClient(
                 self.config.namesrv_addrs, access_key=account.access_key, secret_key=account.secret_key
             )
-            client.serve(RequestCode.CHECK_TRANSACTION_STATE, self.transactions.on_check)
+            self._serve_brokers(client)
         return client
+
+    def _serve_brokers(self, client: AdminClient) -> None:
+        """What brokers ask on the proxy's connections, for the v5 clients registered there."""
+        client.serve(RequestCode.CHECK_TRANSACTION_STATE, self.transactions.on_check)
+        client.serve(RequestCode.GET_CONSUMER_RUNNING_INFO, self.commands.running_info)
+        client.serve(RequestCode.CONSUME_MESSAGE_DIRECTLY, self.commands.consume_directly)
 
     async def close(self) -> None:
         for client in self._signed.values():
@@ -263,6 +271,8 @@ class MessagingService(_Servicer):  # type: ignore[misc]
         async def read() -> None:
             try:
                 async for command in request_iterator:
+                    if self.commands.on_result(command):
+                        continue
                     if command.HasField("settings"):
                         self.registry.learn_settings(client, command.settings)
                         if command.settings.HasField("publishing"):

@@ -14,12 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import orjson
 import pytest
 
+from broker_core.client.admin import AdminClient
 from broker_core.client.config import ClientConfig
 from broker_core.client.message import Message
 from broker_core.client.producer.producer import Producer
+from broker_core.errors import AdminError
 from broker_core.model.groupconfig import SubscriptionGroupConfig
+from broker_core.model.message import MessageInner
 from broker_core.model.topicconfig import TopicConfig
 from broker_core.proxy.config import ProxyConfig
 from broker_core.proxy.server import ProxyServer
@@ -125,8 +129,6 @@ async def test_a_fifo_group_keeps_each_message_group_in_order_across_two_consume
         p.broker.groups.update(SubscriptionGroupConfig("v5-fifo", consume_message_orderly=True))
         store = p.broker.store
         assert store is not None
-        from broker_core.model.message import MessageInner
-
         order: dict[str, list[str]] = defaultdict(list)
         for i in range(6):
             for group, queue in (("A", 0), ("B", 0), ("C", 1)):
@@ -351,6 +353,15 @@ async def test_v5_clients_are_registered_with_the_brokers_by_their_heartbeats(tm
             assert [c.client_id for c in p.broker.clients.producer_clients("PROXY_V5_PRODUCER")] == [
                 "v5-producer-1"
             ]
+            # The console's running info of a v5 client: answered by the proxy for it.
+            async with AdminClient(p.ns.address) as admin:
+                info = orjson.loads(await admin.consumer_running_info("v5-watch", "v5-client-1"))
+                assert info["properties"]["clientLanguage"] == "PYTHON"
+                assert info["properties"]["clientVersion"] == "5.1.2"
+                # Consume-directly needs the client's Telemetry stream: none here, said at once.
+                stored = p.broker.store.put_message(MessageInner(TOPIC, 0, b"verify me", {}))  # type: ignore[union-attr]
+                with pytest.raises(AdminError, match="no open stream"):
+                    await admin.consume_message_directly("v5-watch", "v5-client-1", stored.msg_id)
             bye = svc.NotifyClientTerminationRequest(group=pb.Resource(name="v5-watch"))
             assert (
                 await stub.NotifyClientTermination(bye, metadata=metadata, timeout=5)
