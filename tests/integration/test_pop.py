@@ -264,3 +264,17 @@ async def test_a_pop_of_one_queue_hands_out_only_that_queue(tmp_path: Path, queu
         fill(p.broker, 4)
         got = await p.pop(queue_id=queue_id)
         assert {g.message.queue_id for g in got} == {queue_id} and len(got) == 2
+
+
+async def test_a_message_given_back_wakes_a_held_pop(tmp_path: Path) -> None:
+    """A consumer that gives a message back (invisible time changed to 0) has it handed to
+    a pop already held, not only to the next one."""
+    async with popper(tmp_path) as p:
+        fill(p.broker, 1, queue_id=0)
+        [got] = await p.pop(invisible_ms=60_000)
+        held = asyncio.create_task(p.pop(poll_ms=20_000))
+        await asyncio.sleep(0.2)
+        response, _ = await p.change(got, 0)
+        assert response.code == ResponseCode.SUCCESS
+        [again] = await asyncio.wait_for(held, 10)  # well before the held pop's 20 s
+        assert (again.body, again.attempt) == (got.body, 2)

@@ -377,6 +377,9 @@ class PopService:
         now = self.broker.clock_ms()
         changed = book.change(handle.offset, handle.pop_time, now, invisible_ms)
         if isinstance(changed, InFlight):
+            # Pops held now computed when to look again from the old time: a sooner one
+            # (a consumer giving the message back) must wake them.
+            self._wake([(topic, handle.queue_id)])
             self._journal(
                 [
                     {"k": "chg", "g": group, "t": topic, "q": handle.queue_id, "o": handle.offset}
