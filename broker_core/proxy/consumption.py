@@ -35,7 +35,16 @@ from broker_core.model.groupconfig import SubscriptionGroupConfig
 from broker_core.model.message import RecordFormatError, iter_records
 from broker_core.model.receipt import ReceiptHandle, ReceiptHandleError
 from broker_core.model.topicconfig import PERM_READ
-from broker_core.proxy.convert import duration, duration_millis, timestamp, v2_message
+from broker_core.proxy.convert import (
+    MAX_LONG_POLLING_MS,
+    MessageRefused,
+    duration,
+    duration_millis,
+    long_polling_ms,
+    tag_expression,
+    timestamp,
+    v2_message,
+)
 from broker_core.proxy.stubs import load
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.popheaders import (
@@ -52,8 +61,6 @@ pb, svc, _grpc = load()
 
 # What a push consumer's messages stay invisible for (RocketMQ proxy's defaultInvisibleTimeMills).
 DEFAULT_INVISIBLE_MS = 60_000
-# The longest a receive is held at a broker (RocketMQ's proxy: 20 s at most).
-MAX_LONG_POLLING_MS = 20_000
 MAX_BATCH = 32
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 GROUP_CONFIG_TTL_S = 10.0
@@ -162,19 +169,12 @@ class Consumption:
                 )
             )
             return
-        expression = "*"
-        if request.HasField("filter_expression"):
-            if request.filter_expression.type == pb.SQL:
-                yield svc.ReceiveMessageResponse(
-                    status=status(
-                        pb.NOT_IMPLEMENTED, "SQL92 filter expressions are not served yet; filter by tag"
-                    )
-                )
-                return
-            expression = request.filter_expression.expression or "*"
-        poll_ms = MAX_LONG_POLLING_MS
-        if request.HasField("long_polling_timeout"):
-            poll_ms = min(max(duration_millis(request.long_polling_timeout), 0), MAX_LONG_POLLING_MS)
+        try:
+            expression = tag_expression(request)
+        except MessageRefused as exc:
+            yield svc.ReceiveMessageResponse(status=status(exc.code, str(exc)))
+            return
+        poll_ms = long_polling_ms(request)
         masters = await self._masters(topic)
         if not isinstance(masters, dict):
             yield svc.ReceiveMessageResponse(status=masters)

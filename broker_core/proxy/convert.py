@@ -214,3 +214,27 @@ def v2_message(stored: MessageExt, namespace: str, receipt_handle: str, invisibl
         system_properties=system,
         body=body,
     )
+
+
+# The longest a receive or pull is held at a broker (RocketMQ's proxy: 20 s at most).
+MAX_LONG_POLLING_MS = 20_000
+
+
+def long_polling_ms(request: Any) -> int:
+    """How long a ReceiveMessage or PullMessage may be held: its ``long_polling_timeout``,
+    at most ``MAX_LONG_POLLING_MS`` (which is also the default)."""
+    if not request.HasField("long_polling_timeout"):
+        return MAX_LONG_POLLING_MS
+    return min(max(duration_millis(request.long_polling_timeout), 0), MAX_LONG_POLLING_MS)
+
+
+def tag_expression(request: Any) -> str:
+    """The tag expression of a ReceiveMessage or PullMessage (``*`` when it has none).
+
+    Raises ``MessageRefused`` (NOT_IMPLEMENTED) for a SQL92 expression: not served yet.
+    """
+    if not request.HasField("filter_expression"):
+        return "*"
+    if request.filter_expression.type == pb.SQL:
+        raise MessageRefused(pb.NOT_IMPLEMENTED, "SQL92 filter expressions are not served yet; filter by tag")
+    return str(request.filter_expression.expression or "*")

@@ -34,8 +34,14 @@ from typing import Any
 from broker_core.client.admin import AdminClient
 from broker_core.errors import AdminError, AdminUnreachableError, BrokerRefusedError, ClientError
 from broker_core.model.message import RecordFormatError, iter_records
-from broker_core.proxy.consumption import MAX_LONG_POLLING_MS, Route, status
-from broker_core.proxy.convert import duration_millis, to_millis, v2_message
+from broker_core.proxy.consumption import Route, status
+from broker_core.proxy.convert import (
+    MessageRefused,
+    long_polling_ms,
+    tag_expression,
+    to_millis,
+    v2_message,
+)
 from broker_core.proxy.stubs import load
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.headers import (
@@ -208,19 +214,12 @@ class OffsetRpcs:
                 status=status(pb.BAD_REQUEST, f"batch_size must be 1..{MAX_PULL_BATCH}, not {batch}")
             )
             return
-        expression = "*"
-        if request.HasField("filter_expression"):
-            if request.filter_expression.type == pb.SQL:
-                yield svc.PullMessageResponse(
-                    status=status(
-                        pb.NOT_IMPLEMENTED, "SQL92 filter expressions are not served yet; filter by tag"
-                    )
-                )
-                return
-            expression = request.filter_expression.expression or "*"
-        poll_ms = MAX_LONG_POLLING_MS
-        if request.HasField("long_polling_timeout"):
-            poll_ms = min(max(duration_millis(request.long_polling_timeout), 0), MAX_LONG_POLLING_MS)
+        try:
+            expression = tag_expression(request)
+        except MessageRefused as exc:
+            yield svc.PullMessageResponse(status=status(exc.code, str(exc)))
+            return
+        poll_ms = long_polling_ms(request)
         found = await self._queue_addr(request.message_queue)
         if not isinstance(found, tuple):
             yield svc.PullMessageResponse(status=found)

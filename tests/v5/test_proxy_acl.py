@@ -19,7 +19,7 @@ from broker_core.proxy.server import ProxyServer
 from broker_core.proxy.stubs import load
 from broker_core.testing import run_broker, run_namesrv
 
-from .test_proxy_send import V5_PYTHON, run_v5
+from .children import V5_PYTHON, run_v5
 
 TOPIC = "GuardedV5"
 ACL = """\

@@ -7,8 +7,6 @@ with NOT_IMPLEMENTED at once."""
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import sys
 import threading
 from collections import defaultdict
@@ -26,36 +24,12 @@ from broker_core.proxy.server import ProxyServer
 from broker_core.proxy.stubs import load
 from broker_core.testing import run_broker, run_namesrv
 
-REPO = Path(__file__).resolve().parents[2]
-V5_PYTHON = REPO / ".venv-v5" / "bin" / "python"
+from .children import REPO, V5_MISSING, V5_PYTHON, run_v5
+
 TOPIC = "FromV5"
 COUNT = 10
 
-pytestmark = pytest.mark.skipif(
-    not V5_PYTHON.exists(), reason=".venv-v5 (the RocketMQ 5 client) is made by `python3 manage.py` setup"
-)
-
-
-async def run_v5(
-    script: str, *args: str, home: Path, env: dict[str, str] | None = None
-) -> list[dict[str, object]]:
-    home.mkdir(parents=True, exist_ok=True)
-    proc = await asyncio.create_subprocess_exec(
-        str(V5_PYTHON),
-        str(Path(__file__).parent / script),
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "HOME": str(home), "PYTHONPATH": "", **(env or {})},
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), 90)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        raise AssertionError(f"{script} did not finish within 90 s") from None
-    assert proc.returncode == 0, err.decode(errors="replace")[-3000:]
-    return [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+pytestmark = pytest.mark.skipif(not V5_PYTHON.exists(), reason=V5_MISSING)
 
 
 async def test_the_v5_producer_sends_through_the_proxy_to_a_4x_consumer(tmp_path: Path) -> None:
