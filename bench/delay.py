@@ -123,23 +123,21 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from lateness import schedule_store_times, summary, wait_for  # bench/lateness.py
 from servers import (
     ROOT,
     Server,
     create_topic,
-    percentile,
     process_cpu_seconds,
     start_server,
 )  # bench/servers.py
 
 from broker_core.client.admin import AdminClient
-from broker_core.client.consumer.pull import PullConsumer, PullStatus
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
 from broker_core.client.message import Message
 from broker_core.client.producer.producer import Producer
 from broker_core.messagequeue import MessageQueue
 from broker_core.model.message import PROPERTY_SCHEDULE_OFFSET, MessageExt
-from broker_core.topics import SCHEDULE_TOPIC
 from console.core.processes import celery_workers
 from console.core.supervisor import child_preexec
 
@@ -220,14 +218,6 @@ def stop_server(server: Server) -> None:
     _stop_group(server.proc, signal.SIGKILL, wait_s=1.0)
     with contextlib.suppress(ValueError):
         _GROUPS.remove(server.proc)
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def free_port() -> int:
@@ -709,41 +699,6 @@ class Receiver:
             return len(self.got)
 
 
-def schedule_store_times(namesrv_addr: str, end: int) -> dict[int, tuple[int, bytes]]:
-    """Queue offset -> (store timestamp, body) of SCHEDULE_TOPIC_XXXX queue ``level - 1``, 0..end."""
-    reader = PullConsumer("delay-bench-reader", namesrv_addr).start()
-    out: dict[int, tuple[int, bytes]] = {}
-    try:
-        mq = MessageQueue(SCHEDULE_TOPIC, BROKER_NAME, DELAY_LEVEL - 1)
-        offset = 0
-        while offset < end:
-            result = reader.pull(mq, "*", offset, 32)
-            if result.status is not PullStatus.FOUND:
-                if result.next_begin_offset > offset:
-                    offset = result.next_begin_offset
-                    continue
-                break
-            for msg in result.messages:
-                out[msg.queue_offset] = (msg.store_timestamp, msg.body)
-            offset = result.next_begin_offset
-    finally:
-        reader.shutdown()
-    return out
-
-
-def summary(values: list[float]) -> dict[str, float | None]:
-    values = sorted(values)
-    if not values:
-        return {"p50": None, "p90": None, "p99": None, "max": None, "min": None}
-    return {
-        "p50": round(percentile(values, 0.50), 2),
-        "p90": round(percentile(values, 0.90), 2),
-        "p99": round(percentile(values, 0.99), 2),
-        "max": round(values[-1], 2),
-        "min": round(values[0], 2),
-    }
-
-
 def measure(
     namesrv_addr: str,
     broker_addr: str,
@@ -823,7 +778,9 @@ def measure(
         producer.shutdown()
     with receiver.lock:
         got = list(receiver.got)
-    scheduled = schedule_store_times(namesrv_addr, total + QUEUES)
+    scheduled = schedule_store_times(
+        namesrv_addr, BROKER_NAME, DELAY_LEVEL - 1, total + QUEUES, "delay-bench-reader"
+    )
     seen: dict[int, int] = {}
     lateness: list[float] = []
     scan: list[float] = []

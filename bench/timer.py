@@ -48,13 +48,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from servers import create_topic, percentile, process_cpu_seconds, start_cluster  # bench/servers.py
+from lateness import schedule_store_times, summary, wait_for  # bench/lateness.py
+from servers import create_topic, process_cpu_seconds, start_cluster  # bench/servers.py
 
-from broker_core.client.consumer.pull import PullConsumer, PullStatus
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
 from broker_core.client.message import Message
 from broker_core.client.producer.producer import Producer
@@ -64,7 +63,6 @@ from broker_core.model.message import (
     PROPERTY_TIMER_DELIVER_MS,
     MessageExt,
 )
-from broker_core.topics import SCHEDULE_TOPIC
 
 MODES = ("timer", "level")
 TOPIC_PREFIX = "TimerBench-"  # one topic per mode: a mode's consumer sees only its messages
@@ -72,27 +70,6 @@ QUEUES = 4
 BROKER_NAME = "bench-broker"  # servers.start_cluster's
 LEVEL_DELAY_MS = 1000  # level 1 of the default messageDelayLevel
 TARGET_P99_MS = 100.0
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.05)
-
-
-def summary(values: list[float]) -> dict[str, float | None]:
-    values = sorted(values)
-    if not values:
-        return {"p50": None, "p90": None, "p99": None, "max": None, "min": None}
-    return {
-        "p50": round(percentile(values, 0.50), 2),
-        "p90": round(percentile(values, 0.90), 2),
-        "p99": round(percentile(values, 0.99), 2),
-        "max": round(values[-1], 2),
-        "min": round(values[0], 2),
-    }
 
 
 class Receiver:
@@ -129,28 +106,6 @@ class Receiver:
     def count(self) -> int:
         with self.lock:
             return len(self.got)
-
-
-def schedule_store_times(namesrv_addr: str, end: int) -> dict[int, tuple[int, bytes]]:
-    """Queue offset -> (store timestamp, body) of SCHEDULE_TOPIC_XXXX queue 0 (level 1), 0..end."""
-    reader = PullConsumer("timer-bench-reader", namesrv_addr).start()
-    out: dict[int, tuple[int, bytes]] = {}
-    try:
-        mq = MessageQueue(SCHEDULE_TOPIC, BROKER_NAME, 0)
-        offset = 0
-        while offset < end:
-            result = reader.pull(mq, "*", offset, 32)
-            if result.status is not PullStatus.FOUND:
-                if result.next_begin_offset > offset:
-                    offset = result.next_begin_offset
-                    continue
-                break
-            for msg in result.messages:
-                out[msg.queue_offset] = (msg.store_timestamp, msg.body)
-            offset = result.next_begin_offset
-    finally:
-        reader.shutdown()
-    return out
 
 
 def measure(
@@ -229,7 +184,13 @@ def measure(
         producer.shutdown()
     with receiver.lock:
         got = list(receiver.got)
-    scheduled = schedule_store_times(namesrv_addr, level_offset + total + QUEUES) if mode == "level" else {}
+    scheduled = (
+        schedule_store_times(
+            namesrv_addr, BROKER_NAME, 0, level_offset + total + QUEUES, "timer-bench-reader"
+        )
+        if mode == "level"
+        else {}
+    )
     seen: dict[int, int] = {}
     lateness: list[float] = []
     scan: list[float] = []
