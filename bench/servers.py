@@ -134,9 +134,12 @@ async def admin_request(addr: str, code: int, fields: dict[str, str]) -> Remotin
         await client.close()
 
 
-def create_topic(addr: str, topic: str, queues: int) -> None:
-    """UPDATE_AND_CREATE_TOPIC (17) with ``queues`` read and write queues."""
+def create_topic(addr: str, topic: str, queues: int, attributes: str = "") -> None:
+    """UPDATE_AND_CREATE_TOPIC (17) with ``queues`` read and write queues; ``attributes`` as
+    RocketMQ 5 writes them (``+message.type=DELAY``), none when empty."""
     fields = {"topic": topic, "readQueueNums": str(queues), "writeQueueNums": str(queues), "perm": "6"}
+    if attributes:
+        fields["attributes"] = attributes
     response = asyncio.run(admin_request(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, fields))
     if response.code != ResponseCode.SUCCESS:
         raise SystemExit(f"cannot create {topic}: {response.remark}")

@@ -22,6 +22,7 @@ Each RPC becomes the brokers' pop requests (``broker_core.broker.processors.pop`
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import time
@@ -236,14 +237,14 @@ class Consumption:
         group, topic = request.group.name, request.topic.name
         if not request.entries:
             return svc.AckMessageResponse(status=status(pb.BAD_REQUEST, "the request acks nothing"))
-        entries = []
-        for entry in request.entries:
-            outcome = await self._ack_one(client, group, topic, entry.receipt_handle)
-            entries.append(
-                svc.AckMessageResultEntry(
-                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=outcome
-                )
-            )
+        # Each entry's ack goes to its own broker; they are sent together, not one by one.
+        outcomes = await asyncio.gather(
+            *(self._ack_one(client, group, topic, e.receipt_handle) for e in request.entries)
+        )
+        entries = [
+            svc.AckMessageResultEntry(message_id=e.message_id, receipt_handle=e.receipt_handle, status=o)
+            for e, o in zip(request.entries, outcomes, strict=True)
+        ]
         codes = {e.status.code for e in entries}
         if codes == {pb.OK}:
             overall = status(pb.OK)
