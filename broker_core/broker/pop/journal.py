@@ -48,6 +48,7 @@ class PopJournal:
         self.journal_path = directory / "journal"
         self._fd: int | None = None
         self.lines = 0
+        self._compact_at = COMPACT_LINES
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -124,10 +125,24 @@ class PopJournal:
         self.lines += data.count(b"\n")
 
     def due_for_compaction(self) -> bool:
-        return self.lines >= COMPACT_LINES
+        return self.lines >= self._compact_at
 
-    def compact(self, books: dict[BookKey, QueueBook]) -> None:
-        """Fold the journal into a new snapshot of ``books`` and start the journal afresh."""
+    def compact(self, books: dict[BookKey, QueueBook]) -> bool:
+        """Fold the journal into a new snapshot of ``books`` and start the journal afresh.
+
+        On a disk that refuses (full, read-only) the journal is kept as it is, still whole,
+        and the next try waits for another ``COMPACT_LINES`` lines; False then.
+        """
+        try:
+            self._compact(books)
+        except OSError as exc:
+            log.warning("pop state not compacted (the journal is kept): %s", exc)
+            self._compact_at = self.lines + COMPACT_LINES
+            return False
+        self._compact_at = COMPACT_LINES
+        return True
+
+    def _compact(self, books: dict[BookKey, QueueBook]) -> None:
         rows = [
             {
                 "group": group,
@@ -157,3 +172,6 @@ class PopJournal:
 
     def close(self, books: dict[BookKey, QueueBook]) -> None:
         self.compact(books)
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
