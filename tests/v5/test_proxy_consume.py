@@ -114,7 +114,7 @@ async def test_past_its_max_attempts_a_message_lands_in_the_groups_dlq(tmp_path:
         p.broker.groups.update(SubscriptionGroupConfig("v5-dlq", retry_max_times=1))  # 2 attempts
         await send_4x(p, 1)
         lines = await run_v5(
-            "consumer_child.py", p.proxy.address, TOPIC, "v5-dlq", "abandon", "6", home=tmp_path / "h"
+            "consumer_child.py", p.proxy.address, TOPIC, "v5-dlq", "abandon", "4", home=tmp_path / "h"
         )
         assert [g["attempt"] for g in events(lines, "received")] == [1, 2]
         store = p.broker.store
@@ -305,7 +305,7 @@ async def test_v5_transactions_commit_roll_back_and_are_decided_by_check_back(tm
     async with platform(tmp_path / "store", **settings) as p:
         p.broker.topics.update(TopicConfig(TOPIC, 2, 2, attributes={"message.type": "TRANSACTION"}))
         await p.broker.registration.register_all()  # type: ignore[union-attr]
-        lines = await run_v5("transaction_child.py", p.proxy.address, TOPIC, "6", home=tmp_path / "h")
+        lines = await run_v5("transaction_child.py", p.proxy.address, TOPIC, "4", home=tmp_path / "h")
         assert not events(lines, "error")
         assert {line["body"] for line in events(lines, "sent")} == {
             "tx-commit",
