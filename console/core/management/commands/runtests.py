@@ -23,11 +23,22 @@ PYTEST_NO_TESTS = 5
 
 @dataclass(frozen=True)
 class Step:
-    """One command of the suite; ``pytest`` steps also report test counts."""
+    """One command of the suite; ``pytest`` steps also report test counts.  Steps with
+    ``together`` set run at the same time as the next ones that have it (see ``SHARDS``)."""
 
     label: str
     argv: list[str]
     pytest: bool = False
+    together: bool = False
+
+
+# The full suite runs as two pytest processes at once, each with its own temporary
+# directory: the broker-side tests (our servers and the official clients only) beside the
+# platform's (Django, Redis, Celery, Spark, Chromium), which share nothing with them.  Their
+# time is mostly spent waiting (on servers, timers, clients), so on two cores the two
+# together take about as long as the longer one alone.  Every other directory of tests/ goes
+# to the platform's shard, so a new one is never left out.
+BROKER_SHARD = ("tests/unit", "tests/integration", "tests/conformance", "tests/v5")
 
 
 @dataclass
@@ -69,7 +80,15 @@ def suite(pytest_args: list[str], *, lint: bool = True) -> list[Step]:
         # The type checker: broker_core strictly, the Django and Spark edges checked
         # (pyproject.toml's [tool.mypy] says which files and how).
         steps.append(Step("types", [python, "-m", "mypy"]))
-    steps.append(Step("tests", [python, "-m", "pytest", *pytest_args], pytest=True))
+    if pytest_args:  # a chosen part of the suite: one process, as asked
+        steps.append(Step("tests", [python, "-m", "pytest", *pytest_args], pytest=True))
+        return steps
+    platform = sorted(
+        f"tests/{d.name}" for d in (REPO / "tests").iterdir() if d.is_dir() and d.name != "__pycache__"
+    )
+    platform = [d for d in platform if d not in BROKER_SHARD]
+    for label, dirs in (("tests (platform)", platform), ("tests (brokers)", list(BROKER_SHARD))):
+        steps.append(Step(label, [python, "-m", "pytest", *dirs], pytest=True, together=True))
     return steps
 
 
@@ -99,12 +118,18 @@ class Command(BaseCommand):
         counts = Counts()
         failures: list[tuple[str, int]] = []
         with tempfile.TemporaryDirectory(prefix="quiver-runtests-") as reports:
-            for step in suite(pytest_args, lint=not no_lint):
+            steps = suite(pytest_args, lint=not no_lint)
+            alone = [step for step in steps if not step.together]
+            together = [step for step in steps if step.together]
+            for step in alone:
                 code = self.run_step(step, Path(reports), counts)
                 if code != 0:
                     failures.append((step.label, code))
                     if failfast:
                         break
+            else:
+                if together:
+                    failures.extend(self.run_together(together, Path(reports), counts))
         if failures:
             self.stdout.write(
                 "runtests: FAILED: " + ", ".join(f"{label} (exit {code})" for label, code in failures)
@@ -114,6 +139,40 @@ class Command(BaseCommand):
         self.stdout.write(f"runtests: {counts}")
         if failures:
             sys.exit(failures[0][1])
+
+    def run_together(self, steps: list[Step], reports: Path, counts: Counts) -> list[tuple[str, int]]:
+        """Run pytest steps at once: the first prints as it goes, the others' output follows
+        when they end.  Each has its own --basetemp (pytest's cleanup of old temporary
+        directories would otherwise remove one another's while in use)."""
+        running = []
+        for index, step in enumerate(steps):
+            report = reports / f"tests-{index}.xml"
+            basetemp = reports / f"tmp-{index}"
+            argv = [*step.argv[:3], f"--junitxml={report}", f"--basetemp={basetemp}", *step.argv[3:]]
+            self.stdout.write(f"runtests: {step.label}: python {' '.join(step.argv[1:])}")
+            self.stdout.flush()
+            log = None if index == 0 else open(reports / f"tests-{index}.log", "wb")  # noqa: SIM115
+            proc = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT if log else None)
+            running.append((step, report, proc, log))
+        failures = []
+        for index, (step, report, proc, log) in enumerate(running):
+            code = proc.wait()
+            if log is not None:
+                log.close()
+                self.stdout.write(f"runtests: {step.label}: its output")
+                self.stdout.flush()
+                sys.stdout.buffer.write((reports / f"tests-{index}.log").read_bytes())
+                sys.stdout.flush()
+            step_counts = counts.add_junit(report)
+            outcome = "ok" if code == 0 else f"exit {code}"
+            if code == PYTEST_NO_TESTS:
+                outcome = "no tests ran"
+            if step_counts is not None:
+                outcome += f" ({step_counts})"
+            self.stdout.write(f"runtests: {step.label}: {outcome}")
+            if code != 0:
+                failures.append((step.label, code))
+        return failures
 
     def run_step(self, step: Step, reports: Path, counts: Counts) -> int:
         """Run one step in the repository root and return its exit status."""
