@@ -60,6 +60,7 @@ from broker_core.topics import (
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
     SCHEDULE_TOPIC,
     SELF_TEST_TOPIC,
+    TIMER_TOPIC,
 )
 
 log = logging.getLogger(__name__)
@@ -365,6 +366,7 @@ class BrokerController:
             TopicConfig(SELF_TEST_TOPIC, 1, 1, PERM_RW),
             TopicConfig(OFFSET_MOVED_EVENT, 1, 1, PERM_RW),
             TopicConfig(SCHEDULE_TOPIC, 18, 18, PERM_RW),
+            TopicConfig(TIMER_TOPIC, 1, 1, PERM_RW),
             TopicConfig(RMQ_SYS_TRANS_HALF_TOPIC, 1, 1, PERM_RW),
             TopicConfig(RMQ_SYS_TRANS_OP_HALF_TOPIC, 1, 1, PERM_RW),
             # Tools address a whole cluster or one broker through topics named after them.

@@ -57,8 +57,8 @@ from broker_core.store.offsets import ConsumerOffsetManager
 from broker_core.store.replica import ReplicaMismatch, ReplicaWriter
 from broker_core.store.results import GetMessageResult, GetMessageStatus, PutMessageResult, PutMessageStatus
 from broker_core.store.schedule import ScheduleMessageService, apply_delay
-from broker_core.store.timer import TIMER_PROPERTY_NAMES, TIMER_TOPIC, TimerMessageService, apply_timer
-from broker_core.topics import SCHEDULE_TOPIC, topic_problem
+from broker_core.store.timer import TIMER_PROPERTY_NAMES, TimerMessageService, apply_timer
+from broker_core.topics import SCHEDULE_TOPIC, TIMER_TOPIC, topic_problem
 
 log = logging.getLogger(__name__)
 

@@ -70,6 +70,7 @@ from broker_core.model.message import (
 )
 from broker_core.store.consumequeue import BLANK_ENTRY_SIZE
 from broker_core.store.results import PutMessageStatus
+from broker_core.topics import TIMER_TOPIC
 
 if TYPE_CHECKING:
     from broker_core.store.consumequeue import ConsumeQueue
@@ -77,8 +78,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# RocketMQ 5's timer topic (TimerMessageStore.TIMER_TOPIC); one queue.
-TIMER_TOPIC = "rmq_sys_wheel_timer"
 TIMER_QUEUE_ID = 0
 
 # An index key is (due ms << _OFFSET_BITS) | queue offset: one int orders by due time,

@@ -19,8 +19,8 @@ from broker_core.model.message import (
 )
 from broker_core.store.results import PutMessageStatus
 from broker_core.store.store import MessageStore
-from broker_core.store.timer import TIMER_TOPIC, TimerProgress, apply_timer, requested_due_ms
-from broker_core.topics import SCHEDULE_TOPIC
+from broker_core.store.timer import TimerProgress, apply_timer, requested_due_ms
+from broker_core.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 
 from .conftest import (
     ORDERS,
