@@ -162,22 +162,33 @@ class HalfMessageOut(serializers.Serializer):
     checkBacks = serializers.IntegerField()  # noqa: N815
 
 
+class TimersOut(serializers.Serializer):
+    """Timer messages (any delivery time, RocketMQ 5) waiting on a broker, and the next due
+    time among those its timer has read (null when none)."""
+
+    waiting = serializers.IntegerField()
+    nextDueMs = serializers.IntegerField(allow_null=True)  # noqa: N815
+
+
 class ScheduleBrokerOut(serializers.Serializer):
-    """One master's schedule (``services.schedule_rows``): the delay levels' backlog and the
-    pending half messages (at most 1000 listed, ``pendingHalfMessages`` counts them all) as
-    of the broker's clock; only ``brokerName``, ``addr`` and ``error`` when it did not answer."""
+    """One master's schedule (``services.schedule_rows``): the delay levels' backlog, the
+    timer messages waiting, and the pending half messages (at most 1000 listed,
+    ``pendingHalfMessages`` counts them all) as of the broker's clock; only ``brokerName``,
+    ``addr`` and ``error`` when it did not answer."""
 
     brokerName = serializers.CharField()  # noqa: N815
     addr = serializers.CharField()
     error = serializers.CharField(allow_null=True)
     timestampMs = serializers.IntegerField(required=False)  # noqa: N815
     delayLevels = DelayLevelOut(many=True, required=False)  # noqa: N815
+    timers = TimersOut(required=False)
     halfMessages = HalfMessageOut(many=True, required=False)  # noqa: N815
     pendingHalfMessages = serializers.IntegerField(required=False)  # noqa: N815
 
 
 class ScheduleOut(serializers.Serializer):
-    """Delayed messages waiting per level and pending half messages, per master."""
+    """Delayed messages waiting per level, timer messages waiting, and pending half
+    messages, per master."""
 
     cluster = serializers.CharField()
     brokers = ScheduleBrokerOut(many=True)

@@ -36,7 +36,7 @@ class HealthCheck(TypedDict):
 class ScheduleRows(TypedDict):
     """Per master: ``brokerName``, ``addr``, ``error`` (None when it answered) and, when it
     answered, its QUIVER_GET_SCHEDULE_STATUS body as the broker sent it (``timestampMs``,
-    ``delayLevels``, ``halfMessages``, ``pendingHalfMessages``)."""
+    ``delayLevels``, ``timers``, ``halfMessages``, ``pendingHalfMessages``)."""
 
     brokers: list[dict[str, Any]]
 

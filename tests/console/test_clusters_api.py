@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.test import Client
 
@@ -161,19 +163,27 @@ def test_the_delayed_backlog_and_pending_half_messages_are_shown(
     producer = TransactionProducer(
         "tx-producers", on_servers.namesrv_addr, transaction_listener=Undecided()
     ).start()
+    due = int(time.time() * 1000) + 3_600_000
     try:
         producer.send_message_in_transaction(Message("Later", b"undecided"))
+        producer.send(Message("Later", b"timer in 1 h", properties={"TIMER_DELIVER_MS": str(due)}))
     finally:
         producer.shutdown()
 
     def status() -> dict:
         (broker,) = personas["viewer"].get("/api/clusters/default/schedule/").json()["brokers"]
-        return broker if broker["pendingHalfMessages"] and broker["delayLevels"][17]["waiting"] else {}
+        ready = (
+            broker["pendingHalfMessages"]
+            and broker["delayLevels"][17]["waiting"]
+            and broker["timers"]["waiting"]
+        )
+        return broker if ready else {}
 
     broker = wait_for(status, 10, "the delayed and half messages")
     level = broker["delayLevels"][17]
     assert level["level"] == 18 and level["delayMs"] == 7_200_000
     assert level["nextDueMs"] - broker["timestampMs"] > 7_000_000
+    assert broker["timers"] == {"waiting": 1, "nextDueMs": due}
     (half,) = [h for h in broker["halfMessages"] if h["producerGroup"] == "tx-producers"]
     assert half["topic"] == "Later" and half["ageMs"] >= 0
     assert personas["outsider"].get("/api/clusters/default/schedule/").status_code == 403

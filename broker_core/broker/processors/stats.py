@@ -193,7 +193,8 @@ class StatsProcessor:
         return request.response(body=orjson.dumps(body))
 
     def schedule_status(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
-        """QUIVER_GET_SCHEDULE_STATUS: the delay levels' backlog and the pending half messages."""
+        """QUIVER_GET_SCHEDULE_STATUS: the delay levels' backlog, the timer messages waiting
+        (with the next due time among those read), and the pending half messages."""
         now = self.broker.clock_ms()
         levels = [
             {
@@ -204,11 +205,13 @@ class StatsProcessor:
             }
             for row in self._store.schedule.backlog(now)
         ]
+        timers = self._store.timers.backlog()
         assert self.broker.transactions is not None
         half, pending = self.broker.transactions.pending()
         body = {
             "timestampMs": now,
             "delayLevels": levels,
+            "timers": {"waiting": timers["waiting"], "nextDueMs": timers["next_due_ms"]},
             "halfMessages": half,
             "pendingHalfMessages": pending,
         }
