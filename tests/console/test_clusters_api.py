@@ -175,7 +175,7 @@ def test_the_delayed_backlog_and_pending_half_messages_are_shown(
         ready = (
             broker["pendingHalfMessages"]
             and broker["delayLevels"][17]["waiting"]
-            and broker["timers"]["waiting"]
+            and broker["timers"]["nextDueMs"]  # set once the broker's timer has read it
         )
         return broker if ready else {}
 
