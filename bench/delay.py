@@ -123,7 +123,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from lateness import schedule_store_times, summary, wait_for  # bench/lateness.py
+from lateness import schedule_store_times, send_until_routed, summary, wait_for  # bench/lateness.py
 from servers import (
     ROOT,
     Server,
@@ -726,14 +726,7 @@ def measure(
     consumer = None
     send_errors = 0
     try:
-        for attempt in range(100):  # the route reaches the nameserver with the next registration
-            try:
-                producer.send(Message(TOPIC, b"warm-up"))
-                break
-            except Exception:
-                if attempt == 99:
-                    raise
-                time.sleep(0.1)
+        send_until_routed(producer, TOPIC)
         consumer = (
             PushConsumer("delay-bench", namesrv_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
             .subscribe(TOPIC)

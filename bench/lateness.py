@@ -11,6 +11,8 @@ from typing import Any
 from servers import percentile  # bench/servers.py
 
 from broker_core.client.consumer.pull import PullConsumer, PullStatus
+from broker_core.client.message import Message
+from broker_core.client.producer.producer import Producer
 from broker_core.messagequeue import MessageQueue
 from broker_core.topics import SCHEDULE_TOPIC
 
@@ -22,6 +24,19 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(0.05)
+
+
+def send_until_routed(producer: Producer, topic: str) -> None:
+    """Send one warm-up message to ``topic``, retrying for up to 10 s: a new topic's route
+    reaches the nameserver with the broker's next registration."""
+    for attempt in range(100):
+        try:
+            producer.send(Message(topic, b"warm-up"))
+            return
+        except Exception:
+            if attempt == 99:
+                raise
+            time.sleep(0.1)
 
 
 def summary(values: list[float]) -> dict[str, float | None]:

@@ -70,6 +70,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+from lateness import send_until_routed, wait_for  # noqa: E402 - bench/lateness.py
 from servers import Server, create_topic, percentile, settle, start_cluster, start_server  # noqa: E402
 
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer  # noqa: E402
@@ -285,14 +286,6 @@ class TimerReceiver:
             return len(self.got)
 
 
-def wait_for(condition: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.05)
-
-
 def timer_lateness(
     namesrv: str, proxy_addr: str, work: Path, profiler: Profiler, rate: int, seconds: float
 ) -> dict[str, Any]:
@@ -301,14 +294,7 @@ def timer_lateness(
     producer = Producer("grpc-bench-timer-warm", namesrv).start()
     consumer = None
     try:
-        for attempt in range(100):  # the route reaches the nameserver with the next registration
-            try:
-                producer.send(Message(TIMER_TOPIC, b"warm-up"))
-                break
-            except Exception:
-                if attempt == 99:
-                    raise
-                time.sleep(0.1)
+        send_until_routed(producer, TIMER_TOPIC)
         consumer = (
             PushConsumer("grpc-bench-timer", namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
             .subscribe(TIMER_TOPIC)

@@ -51,7 +51,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lateness import schedule_store_times, summary, wait_for  # bench/lateness.py
+from lateness import schedule_store_times, send_until_routed, summary, wait_for  # bench/lateness.py
 from servers import create_topic, process_cpu_seconds, start_cluster  # bench/servers.py
 
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
@@ -140,14 +140,7 @@ def measure(
     consumer = None
     send_errors = 0
     try:
-        for attempt in range(100):  # the route reaches the nameserver with the next registration
-            try:
-                producer.send(Message(topic, b"warm-up"))
-                break
-            except Exception:
-                if attempt == 99:
-                    raise
-                time.sleep(0.1)
+        send_until_routed(producer, topic)
         consumer = (
             PushConsumer(f"timer-bench-{mode}", namesrv_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
             .subscribe(topic)

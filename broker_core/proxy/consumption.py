@@ -42,6 +42,7 @@ from broker_core.proxy.convert import (
     duration,
     duration_millis,
     long_polling_ms,
+    status,
     tag_expression,
     timestamp,
     v2_message,
@@ -69,10 +70,6 @@ GROUP_CONFIG_TTL_S = 10.0
 RETRY_BACKOFF_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
 
 Route = Callable[[str], Awaitable[TopicRoute]]
-
-
-def status(code: int, message: str = "OK") -> Any:
-    return pb.Status(code=code, message=message)
 
 
 _POP_CODES: dict[int, int] = {

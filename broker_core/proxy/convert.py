@@ -146,6 +146,11 @@ def stored_body(message: Any) -> bytes:
     return body
 
 
+def status(code: int, message: str = "OK") -> Any:
+    """A v2 Status (every RPC's answer carries one)."""
+    return pb.Status(code=code, message=message)
+
+
 def to_millis(stamp: Timestamp) -> int:
     return int(stamp.seconds) * 1000 + int(stamp.nanos) // 1_000_000
 

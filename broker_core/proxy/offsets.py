@@ -34,10 +34,11 @@ from typing import Any
 from broker_core.client.admin import AdminClient
 from broker_core.errors import AdminError, AdminUnreachableError, BrokerRefusedError, ClientError
 from broker_core.model.message import RecordFormatError, iter_records
-from broker_core.proxy.consumption import Route, status
+from broker_core.proxy.consumption import Route
 from broker_core.proxy.convert import (
     MessageRefused,
     long_polling_ms,
+    status,
     tag_expression,
     to_millis,
     v2_message,

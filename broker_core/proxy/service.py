@@ -66,7 +66,7 @@ from broker_core.proxy.clients import PROXY_PRODUCER_GROUP, ClientRegistry, Tele
 from broker_core.proxy.commands import ClientCommands
 from broker_core.proxy.config import ProxyConfig
 from broker_core.proxy.consumption import Consumption
-from broker_core.proxy.convert import MessageRefused, stored_body, stored_properties
+from broker_core.proxy.convert import MessageRefused, duration, status, stored_body, stored_properties
 from broker_core.proxy.offsets import OffsetRpcs
 from broker_core.proxy.stubs import load
 from broker_core.proxy.transactions import TransactionId, Transactions
@@ -88,10 +88,6 @@ _V2_TYPES = {
     DELAY: pb.DELAY,
     TRANSACTION: pb.TRANSACTION,
 }
-
-
-def status(code: int, message: str = "OK") -> Any:
-    return pb.Status(code=code, message=message)
 
 
 def _permission(perm: int) -> Any:
@@ -303,7 +299,7 @@ class MessagingService(_Servicer):  # type: ignore[misc]
                 pb.RetryPolicy(
                     max_attempts=3,
                     exponential_backoff=pb.ExponentialBackoff(
-                        initial=_duration(0.01), max=_duration(1.0), multiplier=2.0
+                        initial=duration(10), max=duration(1000), multiplier=2.0
                     ),
                 )
             )
@@ -507,13 +503,6 @@ def _send_code(code: int) -> int:
         ResponseCode.SLAVE_NOT_AVAILABLE: pb.HA_NOT_AVAILABLE,
     }
     return codes.get(code, int(pb.INTERNAL_SERVER_ERROR))
-
-
-def _duration(seconds: float) -> Any:
-    from google.protobuf.duration_pb2 import Duration
-
-    whole = int(seconds)
-    return Duration(seconds=whole, nanos=int((seconds - whole) * 1e9))
 
 
 def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:

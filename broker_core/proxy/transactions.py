@@ -17,12 +17,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from broker_core.client.admin import AdminClient
-from broker_core.client.routes import TopicRoute
 from broker_core.errors import AdminError
 from broker_core.model.message import (
     TRANSACTION_COMMIT_TYPE,
@@ -32,7 +30,8 @@ from broker_core.model.message import (
     decode_record,
 )
 from broker_core.proxy.clients import PROXY_PRODUCER_GROUP, ClientRegistry
-from broker_core.proxy.convert import v2_message
+from broker_core.proxy.consumption import Route
+from broker_core.proxy.convert import status, v2_message
 from broker_core.proxy.stubs import load
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
@@ -41,12 +40,6 @@ from broker_core.remoting.headers import CheckTransactionStateRequestHeader, End
 log = logging.getLogger(__name__)
 
 pb, svc, _grpc = load()
-
-Route = Callable[[str], Awaitable[TopicRoute]]
-
-
-def status(code: int, message: str = "OK") -> Any:
-    return pb.Status(code=code, message=message)
 
 
 @dataclass(frozen=True, slots=True)
