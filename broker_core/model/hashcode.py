@@ -9,9 +9,12 @@ built; this module's Python version is the reference it is tested against.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from operator import mul
 from struct import unpack
+
+from broker_core.speedups import compiled
 
 _MASK = 0xFFFFFFFF
 _POWERS: dict[int, tuple[int, ...]] = {}
@@ -37,10 +40,8 @@ def py_java_hash_code(text: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-try:  # the C version, built by the project's install when a compiler is present
-    from broker_core._speedups import java_hash_code as java_hash_code
-except ImportError:  # pragma: no cover - exercised on machines without a compiler
-    java_hash_code = py_java_hash_code
+# The C version where it is built and not switched off (``broker_core.speedups``).
+java_hash_code: Callable[[str], int] = py_java_hash_code if compiled is None else compiled.java_hash_code
 
 HAVE_SPEEDUPS = java_hash_code is not py_java_hash_code
 

@@ -46,6 +46,7 @@ try:  # ISA-L's SIMD CRC32: the same IEEE CRC as zlib.crc32, ~6x faster on 1 KiB
 except ImportError:  # pragma: no cover - isal has wheels for the platforms we run on
     from zlib import crc32 as crc32
 from broker_core.model.hashcode import tags_code as _tags_code
+from broker_core.speedups import compiled
 
 MESSAGE_MAGIC_CODE = 0xDAA320A7
 BLANK_MAGIC_CODE = 0xCBD43194
@@ -679,13 +680,12 @@ class _RecordDecoder(Protocol):
 # The C decoder (~15x faster): records, errors and messages as py_decode_record's.  None on
 # machines without a compiler, where the reference versions below are used instead.
 _c_decode_records: _RecordDecoder | None
-try:
-    from broker_core._speedups import decode_records as _decode_records_in_c
-except ImportError:  # pragma: no cover - machines without a compiler
+if compiled is None:  # no compiler here, or QUIVER_PURE_PYTHON (broker_core.speedups)
     _c_decode_records = None
     decode_record = py_decode_record
     iter_records = py_iter_records
 else:
+    _decode_records_in_c: _RecordDecoder = compiled.decode_records
     _c_decode_records = _decode_records_in_c
 
     def _c_decode_record(

@@ -55,6 +55,7 @@ from broker_core.model.message import (
     store_timestamp_pos,
     topic_length_and_bytes,
 )
+from broker_core.speedups import compiled
 from broker_core.store.damage import DamagedRange, find_next_record
 from broker_core.store.mappedfile import MappedFile
 from broker_core.store.mappedfilequeue import MappedFileQueue
@@ -87,14 +88,12 @@ _c_write_batch: (
     ]
     | None
 )
-try:
-    from broker_core import _speedups
-except ImportError:  # pragma: no cover - machines without a compiler
+if compiled is None:  # no compiler here, or QUIVER_PURE_PYTHON (broker_core.speedups)
     _c_write_records = _c_batch_items = _c_write_batch = None
 else:
-    _c_write_records = _speedups.write_records
-    _c_batch_items = _speedups.batch_items
-    _c_write_batch = _speedups.write_batch
+    _c_write_records = compiled.write_records
+    _c_batch_items = compiled.batch_items
+    _c_write_batch = compiled.write_batch
 
 log = logging.getLogger(__name__)
 

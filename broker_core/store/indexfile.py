@@ -86,6 +86,7 @@ from typing import Final
 from broker_core.clock import wall_clock_ms
 from broker_core.errors import ConfigError, CorruptFileError, StoreClosedError
 from broker_core.model.hashcode import index_key_hash
+from broker_core.speedups import compiled
 from broker_core.store.mappedfile import populate
 
 _POPULATE_ENTRIES = 200_000  # entries (4 MB) faulted in ahead of the writer at a time
@@ -97,12 +98,7 @@ IndexItem = tuple[str, str, int, int]
 # it must agree with.  (buffer, slots, index_num, count, slot_count, begin_ts, items, start)
 # -> (count, slot_count, items done).
 _c_put_many: Callable[[mmap.mmap, int, int, int, int, int, list[IndexItem], int], tuple[int, int, int]] | None
-try:
-    from broker_core import _speedups
-except ImportError:  # pragma: no cover - machines without a compiler
-    _c_put_many = None
-else:
-    _c_put_many = _speedups.index_put_many
+_c_put_many = None if compiled is None else compiled.index_put_many  # broker_core.speedups
 
 __all__ = [
     "HASH_SLOT_SIZE",

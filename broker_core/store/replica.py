@@ -38,6 +38,7 @@ from broker_core.model.message import (
     RecordFormatError,
     py_decode_record,
 )
+from broker_core.speedups import compiled
 from broker_core.store.commitlog import NO_QUEUE_SLOT, CommitLog
 from broker_core.store.mappedfile import MappedFile
 from broker_core.topics import SCHEDULE_TOPIC
@@ -49,12 +50,7 @@ _c_scan_records: (
     ]
     | None
 )
-try:
-    from broker_core import _speedups
-except ImportError:  # pragma: no cover - machines without a compiler
-    _c_scan_records = None
-else:
-    _c_scan_records = _speedups.scan_records
+_c_scan_records = None if compiled is None else compiled.scan_records  # broker_core.speedups
 
 log = logging.getLogger(__name__)
 
