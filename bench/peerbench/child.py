@@ -17,6 +17,7 @@ from servers import run_script  # bench/servers.py
 
 from .measure import catchup_timeout
 from .system import System
+from .systems.echo import EchoCeiling
 from .systems.nats_jetstream import Nats
 from .systems.quiver import Quiver
 from .systems.rabbitmq import Rabbit
@@ -30,6 +31,7 @@ ADAPTERS: dict[str, Callable[[dict[str, Any]], System]] = {
     "redis": Redis,
     "nats": Nats,
     "rabbitmq": Rabbit,
+    "echo": EchoCeiling,
 }
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .workload import BODY_BYTES, SYSTEMS
+from .workload import BODY_BYTES, SCENARIOS, SCENARIOS_OF, SYSTEMS
 
 if TYPE_CHECKING:
     from .runner import Run
@@ -173,7 +173,9 @@ def summary_json(result: Run, table: dict[str, dict[str, Any]]) -> dict[str, Any
     }
     for system in SYSTEMS:
         info = result.info.get(system, {})
-        for key, _label, _scenario, _read, _lower in FIGURES:
+        for key, _label, scenario, _read, _lower in FIGURES:
+            if scenario not in SCENARIOS_OF.get(system, SCENARIOS):
+                continue
             if system != "quiver" and key.startswith("batch_send_"):
                 continue
             if system != "quiver" and key == "catchup_pull_msgs_s":
@@ -184,7 +186,24 @@ def summary_json(result: Run, table: dict[str, dict[str, Any]]) -> dict[str, Any
     for system in SYSTEMS:
         if system == "quiver":
             continue
-        for key in ("sync_msgs_s", "batch_msgs_s", "catchup_msgs_s", "latency_p99_ms"):
+        for key in ("sync_msgs_s", "batch_msgs_s", "catchup_msgs_s", "latency_p50_ms", "latency_p99_ms"):
+            if key.split("_")[0] not in SCENARIOS_OF.get(system, SCENARIOS):
+                continue
             q, p = table[key]["quiver"], table[key][system]
             out[f"ratio_quiver_{system}_{key}"] = round(q / p, 3) if q is not None and p else None
+    for key, peer, most, bound in TARGETS:
+        ratio = out.get(f"ratio_quiver_{peer}_{key}")
+        met = None if ratio is None else (ratio <= bound if most else ratio >= bound)
+        out[f"target_quiver_{peer}_{key}_{'at_most' if most else 'at_least'}_{bound}"] = met
     return out
+
+
+TARGETS = (
+    ("sync_msgs_s", "redis", False, 1.1),
+    ("sync_msgs_s", "nats", False, 1.3),
+    ("sync_msgs_s", "echo", False, 0.8),
+    ("latency_p50_ms", "redis", True, 1.0),
+    ("latency_p99_ms", "redis", True, 1.5),
+)
+"""Issue 19's targets as ratios of Quiver's figure to a peer's in the same run: (figure, peer,
+whether the ratio is a most rather than a least, the bound)."""

@@ -22,7 +22,7 @@ from .child import child, child_budget
 from .measure import settle_process
 from .report import print_descriptions, progress
 from .systems.quiver import quiver_description
-from .workload import ADDRS, SCENARIOS, SERVER_PROCESS, SYSTEMS, Settings
+from .workload import ADDRS, SCENARIOS, SCENARIOS_OF, SELF_STARTED, SERVER_PROCESS, SYSTEMS, Settings
 
 
 def reachable(system: str) -> str | None:
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> Run:
         for system in systems:
             if system == "quiver":
                 continue
-            why = reachable(system)
+            why = None if system in SELF_STARTED else reachable(system)
             info = {"skipped": why} if why else child({"role": "describe", "system": system}, 60)
             result.info[system] = info
         print_descriptions(result)
@@ -95,12 +95,15 @@ def run(args: argparse.Namespace) -> Run:
                 info = result.info[system]
                 if "skipped" in info or "failed" in info:
                     continue
+                if scenario not in SCENARIOS_OF.get(system, SCENARIOS):
+                    continue
                 name = f"quiver_peers_{run_id}_{scenario}"
                 used[system].append(name)
+                pid: int | None = None
                 if system == "quiver":
                     settle(servers[0])
-                    pid: int | None = servers[0].proc.pid
-                else:
+                    pid = servers[0].proc.pid
+                elif system not in SELF_STARTED:
                     pid = server_pid(system)
                     settle_process(pid)
                 spec = {
@@ -117,7 +120,7 @@ def run(args: argparse.Namespace) -> Run:
                 print(progress(scenario, system, r), flush=True)
     finally:
         for system, names in used.items():
-            if names and system != "quiver" and "skipped" not in result.info.get(system, {}):
+            if names and system not in SELF_STARTED and "skipped" not in result.info.get(system, {}):
                 child({"role": "cleanup", "system": system, "names": names}, 60)
         for server in servers:
             server.stop()

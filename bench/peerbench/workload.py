@@ -11,8 +11,12 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-SYSTEMS = ("quiver", "redis", "nats", "rabbitmq")
+SYSTEMS = ("quiver", "redis", "nats", "rabbitmq", "echo")
 SCENARIOS = ("sync", "batch", "catchup", "latency")
+# Systems that run only some scenarios: the echo ceiling is a one-at-a-time round trip.
+SCENARIOS_OF = {"echo": ("sync",)}
+# Systems the benchmark starts itself (no running service to look for, nothing to clean up).
+SELF_STARTED = ("quiver", "echo")
 BODY_BYTES = 1024
 BODY = b"q" * BODY_BYTES
 STAMP = struct.Struct(">q")  # a latency message's first 8 bytes: time.perf_counter_ns() at send
