@@ -1,6 +1,6 @@
 """Peers benchmark: one workload through Quiver, Redis Streams, NATS JetStream and RabbitMQ, in one run.
 
-    python bench/peers.py [--quick] [--count N] [--only quiver,redis,nats,rabbitmq]
+    python bench/peers.py [--quick] [--count N] [--only quiver,redis,nats,rabbitmq,echo]
                           [--scenarios sync,batch,catchup,latency] [--quiver-flush ASYNC_FLUSH]
 
 What it measures and how: bench/peerbench/__init__.py; the code is that package, one

@@ -1,6 +1,6 @@
 """Peers benchmark: one workload through Quiver, Redis Streams, NATS JetStream and RabbitMQ, in one run.
 
-    python bench/peers.py [--quick] [--count N] [--only quiver,redis,nats,rabbitmq]
+    python bench/peers.py [--quick] [--count N] [--only quiver,redis,nats,rabbitmq,echo]
                           [--scenarios sync,batch,catchup,latency] [--quiver-flush ASYNC_FLUSH]
 
 Why: the platform's notes compare Quiver with the brokers people would otherwise run.
@@ -17,7 +17,11 @@ reason, never failed):
 * **redis**: Redis Streams at :6379 through redis-py (with hiredis when installed);
 * **nats**: NATS JetStream at :4222 through nats-py, a file-storage stream;
 * **rabbitmq**: RabbitMQ at :5672 (guest/guest) through pika, a durable classic queue,
-  persistent messages, publisher confirms.
+  persistent messages, publisher confirms;
+* **echo**: not a broker but the ceiling of the ``sync`` scenario (the only one it runs):
+  a do-nothing uvloop server, started for the scenario, answers each 1 KiB send frame with
+  a send response; a blocking socket writes one and reads its answer, one at a time.  It
+  is the most one Python thread can get from one-at-a-time requests on this machine.
 
 Each system's durability settings are printed: they differ, and they explain much of the
 spread (a server that answers before anything reaches the disk does less per message).
@@ -55,12 +59,14 @@ scenario in a child process (``bench/peers.py --role peer SPEC``) with a hard ti
 clients never share a process.  Before each child the server is left to settle (its CPU
 use drops).  The table ends with ratios (``quiver/redis 0.3x``: Quiver's figure over the
 peer's; for latencies lower is better), and the last line of output is one JSON object of
-every figure (null where a system was skipped or a scenario failed).
+every figure (null where a system was skipped or a scenario failed), with issue 19's
+targets (``report.TARGETS``) as ``target_*`` booleans.
 
 The package, one module per part: ``workload`` (sizes, settings, the peers' addresses),
 ``measure`` (the send window, paced latency, catch-up figures: the same for every
 system), ``system`` (the ``System`` protocol every adapter keeps) and one adapter per
-system in ``systems/`` (``quiver``, ``redis_streams``, ``nats_jetstream``, ``rabbitmq``),
+system in ``systems/`` (``quiver``, ``redis_streams``, ``nats_jetstream``, ``rabbitmq``,
+``echo``),
 ``child`` (a system's part in a child process), ``runner`` (the parent: servers, order
 of runs), ``report`` (progress lines, table, JSON line) and ``cli`` (the command line).
 ``bench/peers.py`` is the command and the children's entry point.
