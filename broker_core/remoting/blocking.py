@@ -130,6 +130,7 @@ class BlockingConnection:
         cmd.opaque = opaque
         cmd.flag &= ~(RPC_TYPE | RPC_ONEWAY)
         buffer = self._buffer
+        view = memoryview(buffer)
         try:
             self._send_all(sock, encode(cmd), deadline)
             while True:
@@ -143,7 +144,8 @@ class BlockingConnection:
                     raise ConnectionClosedError(
                         f"{self.addr}: closed by peer before response to opaque {opaque}"
                     )
-                for frame in self._decoder.feed(bytes(buffer[:received])):
+                # The decoder copies what it keeps: the buffer may be read into again.
+                for frame in self._decoder.feed(view[:received]):
                     if frame.flag & RPC_TYPE and frame.opaque == opaque:
                         return frame
                     # Anything else is not for this request: a broker's own requests go to

@@ -394,6 +394,17 @@ class FrameDecoder:
                 ``commands`` are the complete frames decoded before the bad one.
         """
         buffer = self._buffer
+        if not buffer and len(data) >= 8:
+            # The usual read of a request-and-answer exchange: exactly one whole frame and
+            # nothing before it.  Decoded straight from the read, with no copy into the buffer.
+            (length,) = _U32.unpack_from(data, 0)
+            if length + 4 == len(data) and 4 <= length <= self.max_frame_size - 4:
+                view = data if type(data) is memoryview else memoryview(data)
+                try:
+                    return [_decode(view, 4, length + 4)]
+                except FrameError as exc:
+                    exc.commands = []
+                    raise
         buffer += data
         offset = self._offset
         available = len(buffer)

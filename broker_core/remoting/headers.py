@@ -422,24 +422,41 @@ class SendMessageRequestHeader:
         return self._fields(SEND_V2_KEYS, "JAVA")
 
     def _fields(self, keys: _SendKeys, language: str) -> dict[str, str]:
+        # Built for every message a client sends: the keys unpacked at once, not looked up.
+        (
+            k_group,
+            k_topic,
+            k_default_topic,
+            k_queue_nums,
+            k_queue_id,
+            k_sys_flag,
+            k_born,
+            k_flag,
+            k_properties,
+            k_reconsume,
+            k_unit_mode,
+            k_max_reconsume,
+            k_batch,
+            k_broker_name,
+        ) = keys
         fields = {
-            keys.producer_group: self.producer_group,
-            keys.topic: self.topic,
-            keys.default_topic: self.default_topic,
-            keys.default_topic_queue_nums: str(self.default_topic_queue_nums),
-            keys.queue_id: str(self.queue_id),
-            keys.sys_flag: str(self.sys_flag),
-            keys.born_timestamp: str(self.born_timestamp),
-            keys.flag: str(self.flag),
-            keys.properties: self.properties,
-            keys.reconsume_times: str(self.reconsume_times),
-            keys.unit_mode: header_bool_for(self.unit_mode, language),
-            keys.batch: header_bool_for(self.batch, language),
+            k_group: self.producer_group,
+            k_topic: self.topic,
+            k_default_topic: self.default_topic,
+            k_queue_nums: str(self.default_topic_queue_nums),
+            k_queue_id: str(self.queue_id),
+            k_sys_flag: str(self.sys_flag),
+            k_born: str(self.born_timestamp),
+            k_flag: str(self.flag),
+            k_properties: self.properties,
+            k_reconsume: str(self.reconsume_times),
+            k_unit_mode: header_bool_for(self.unit_mode, language),
+            k_batch: header_bool_for(self.batch, language),
         }
         if self.max_reconsume_times is not None:
-            fields[keys.max_reconsume_times] = str(self.max_reconsume_times)
+            fields[k_max_reconsume] = str(self.max_reconsume_times)
         if self.broker_name is not None:
-            fields[keys.broker_name] = self.broker_name
+            fields[k_broker_name] = self.broker_name
         return fields
 
 
@@ -466,13 +483,14 @@ class SendMessageResponseHeader:
 
     @classmethod
     def from_fields(cls, fields: Mapping[str, str]) -> SendMessageResponseHeader:
-        queue_id = fields.get("queueId")
+        get = fields.get
+        queue_id = get("queueId")
         return cls(
-            msg_id=fields.get("msgId", ""),
-            queue_id=int(queue_id) if queue_id is not None else None,
-            queue_offset=int(fields.get("queueOffset", -1)),
-            region_id=fields.get("MSG_REGION", DEFAULT_REGION),
-            trace_on=fields.get("TRACE_ON", "true") != "false",
+            get("msgId", ""),
+            int(queue_id) if queue_id is not None else None,
+            int(get("queueOffset", -1)),
+            get("MSG_REGION", DEFAULT_REGION),
+            get("TRACE_ON", "true") != "false",
         )
 
     def to_fields(self) -> dict[str, str]:

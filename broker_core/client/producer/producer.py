@@ -469,15 +469,16 @@ class Producer:
         if status is None:
             raise refused(addr, f"the send to {queue}", response)
         answer = SendMessageResponseHeader.from_fields(response.ext_fields)
-        queue_id = queue.queue_id if answer.queue_id is None else answer.queue_id
+        if answer.queue_id is not None and answer.queue_id != queue.queue_id:
+            queue = MessageQueue(queue.topic, queue.broker_name, answer.queue_id)
         return SendResult(
             status,
-            msg_id=props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "") if not batch else answer.msg_id,
-            offset_msg_id=answer.msg_id,
-            queue=MessageQueue(queue.topic, queue.broker_name, queue_id),
-            queue_offset=answer.queue_offset,
-            region_id=answer.region_id,
-            trace_on=answer.trace_on,
+            props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "") if not batch else answer.msg_id,
+            answer.msg_id,
+            queue,
+            answer.queue_offset,
+            answer.region_id,
+            answer.trace_on,
         )
 
     def _header(

@@ -209,6 +209,22 @@ def test_it_returns_at_most_as_many_commands_as_asked_and_keeps_the_rest_in_orde
     assert [cmd.opaque for cmd in decoder.feed(frames[7])] == [7]
 
 
+def test_a_read_of_exactly_one_frame_keeps_nothing_of_the_callers_buffer() -> None:
+    # The request-and-answer path decodes such a read in place (issue 19): what it returns
+    # must not change when the caller reads the next answer into the same buffer.
+    reused = bytearray(encode(a_send_request()))
+    decoder = FrameDecoder()
+    (cmd,) = decoder.feed(memoryview(reused))
+    reused[:] = b"\x00" * len(reused)
+    assert (cmd.opaque, cmd.remark, cmd.body) == (77, "a remark", b"\x00\x01hello\xff")
+    assert cmd.ext_fields["properties"] == "TAGS\x01a\x02KEYS\x01k\x02"
+    assert decoder.buffered == 0
+    bad = struct.pack(">II", 9, 5) + b"nope!"
+    with pytest.raises(FrameError) as raised:
+        FrameDecoder().feed(bad)
+    assert raised.value.commands == []
+
+
 def test_it_decodes_captured_frames_back_to_back() -> None:
     lines = captured_requests("producer-consumer-all.jsonl")
     stream = b"".join(struct.pack(">I", len(frame)) + frame for frame, _ in map(frame_of, lines))
