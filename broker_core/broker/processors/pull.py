@@ -99,17 +99,26 @@ class PullHoldService:
         future: asyncio.Future[None] = self._loop.create_future()
         for key in keys:
             self._waiting.setdefault(key, []).append(future)
+        # The timeout resolves the same future an arrival does: the held pull resumes one
+        # loop turn after the append that woke it (``asyncio.wait_for`` would add two turns
+        # of its own, each an epoll round on the way to the consumer).
+        timer = self._loop.call_later(timeout_s, _release, future)
         try:
-            await asyncio.wait_for(future, timeout_s)
-        except TimeoutError:
-            pass
+            await future
         finally:
+            timer.cancel()
             for key in keys:
                 waiting = self._waiting.get(key)
                 if waiting is not None and future in waiting:
                     waiting.remove(future)
                     if not waiting:
                         del self._waiting[key]
+
+
+def _release(future: asyncio.Future[None]) -> None:
+    """A held pull's time is up: it answers with what is there (nothing, usually)."""
+    if not future.done():
+        future.set_result(None)
 
 
 # The machine's memory (RocketMQ's TOTAL_PHYSICAL_MEMORY_SIZE).
