@@ -15,6 +15,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from broker_core.speedups import PURE_PYTHON_ENV
+
 REPO = Path(__file__).resolve().parents[4]
 
 # pytest's "no tests were collected": a suite that ran nothing has not passed.
@@ -30,6 +32,7 @@ class Step:
     argv: list[str]
     pytest: bool = False
     together: bool = False
+    env: dict[str, str] | None = None  # added to this process's environment for the step
 
 
 # With QUIVER_TEST_SHARDS=2 the full suite runs as two pytest processes at once, each with
@@ -81,9 +84,22 @@ def suite(pytest_args: list[str], *, lint: bool = True) -> list[Step]:
         # The type checker: broker_core strictly, the Django and Spark edges checked
         # (pyproject.toml's [tool.mypy] says which files and how).
         steps.append(Step("types", [python, "-m", "mypy"]))
-    if pytest_args or os.environ.get("QUIVER_TEST_SHARDS") != "2":
-        # One process: a chosen part of the suite, or the whole suite by default.
+    if pytest_args:  # a chosen part of the suite
         steps.append(Step("tests", [python, "-m", "pytest", *pytest_args], pytest=True))
+        return steps
+    # The unit tests again with the compiled helpers switched off: their pure-Python twins
+    # (the store's record writers and decoders, the index loop) stay correct on machines
+    # without a compiler.  About a minute; it runs first, alone.
+    steps.append(
+        Step(
+            "tests (pure Python)",
+            [python, "-m", "pytest", "tests/unit"],
+            pytest=True,
+            env={PURE_PYTHON_ENV: "1"},
+        )
+    )
+    if os.environ.get("QUIVER_TEST_SHARDS") != "2":
+        steps.append(Step("tests", [python, "-m", "pytest"], pytest=True))
         return steps
     platform = sorted(
         f"tests/{d.name}" for d in (REPO / "tests").iterdir() if d.is_dir() and d.name != "__pycache__"
@@ -187,9 +203,11 @@ class Command(BaseCommand):
         report = reports / f"{step.label}.xml"
         if step.pytest:
             argv = [*argv[:3], f"--junitxml={report}", *argv[3:]]
-        self.stdout.write(f"runtests: {step.label}: python {' '.join(step.argv[1:])}")
+        shown = "".join(f"{key}={value} " for key, value in (step.env or {}).items())
+        self.stdout.write(f"runtests: {step.label}: {shown}python {' '.join(step.argv[1:])}")
+        env = {**os.environ, **step.env} if step.env else None
         try:
-            code = subprocess.run(argv, cwd=REPO).returncode
+            code = subprocess.run(argv, cwd=REPO, env=env).returncode
         except KeyboardInterrupt:
             raise CommandError(f"interrupted during {step.label}", returncode=130) from None
         except OSError as exc:
