@@ -37,6 +37,7 @@ class QuiverSettings(TypedDict):
     REPORT_WINDOW_MINUTES: int
     REPORT_TIMEOUT_SECONDS: int
     SPARK_MASTER: str
+    SPARK_EXECUTOR_ENV: str
     LONG_WORK_NICE: int
 
 

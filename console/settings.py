@@ -54,6 +54,16 @@ def envint(name: str, default: int, *, minimum: int | None = None, maximum: int 
     return number
 
 
+def spark_executor_env() -> str:
+    """``QUIVER_SPARK_EXECUTOR_ENV`` (ship or none); ImproperlyConfigured with its sentence."""
+    from spark_reports.executorenv import ExecutorEnvError, mode
+
+    try:
+        return mode()
+    except ExecutorEnvError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+
+
 def envsecret(name: str) -> str | None:
     """Return a secret from ``NAME`` or from the file named by ``NAME_FILE`` (Docker secrets)."""
     path = os.environ.get(f"{name}_FILE")
@@ -166,6 +176,9 @@ QUIVER: QuiverSettings = {
     "REPORT_WINDOW_MINUTES": envint("QUIVER_REPORT_WINDOW_MINUTES", 0, minimum=0),  # 0: the period
     "REPORT_TIMEOUT_SECONDS": envint("QUIVER_REPORT_TIMEOUT_SECONDS", 3600, minimum=10),
     "SPARK_MASTER": envstr("SPARK_MASTER", "local[*]"),
+    # How a cluster's executors get the reports' Python packages (spark_reports/executorenv.py):
+    # checked here so that a bad value stops the platform at start, not each report.
+    "SPARK_EXECUTOR_ENV": spark_executor_env(),
     # CPU niceness of long work (the long-work worker under ``up``, and every Spark report):
     # it yields the CPU to the broker and the maintenance worker whenever they need it.
     "LONG_WORK_NICE": envint("QUIVER_LONG_WORK_NICE", 10, minimum=0, maximum=19),

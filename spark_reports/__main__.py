@@ -13,17 +13,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from spark_reports.executorenv import ExecutorEnvError
 from spark_reports.java import JavaRuntimeMissing
 from spark_reports.jobs.common import ReportParams, finish, write_tables
 from spark_reports.options import SourceOptionError, parse_time
 from spark_reports.outputs import TABLES
 from spark_reports.planner import SourceUnavailableError
+from spark_reports.session import SparkMasterUnreachable
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
@@ -150,35 +155,75 @@ def main(argv: list[str] | None = None) -> int:
     except SourceOptionError as exc:
         emit("error", message=str(exc))
         return EXIT_BAD_INPUT
-    except (SourceUnavailableError, JavaRuntimeMissing) as exc:
+    except (SourceUnavailableError, JavaRuntimeMissing, SparkMasterUnreachable, ExecutorEnvError) as exc:
         emit("error", message=str(exc))
         return EXIT_FAILED
     except Exception as exc:  # a Spark failure: its Python-side cause, when it has one
+        # The whole text (Spark's, with the worker's traceback in it) goes to stderr, which
+        # the console keeps as the run's log; the event carries the sentence.
+        traceback.print_exc(file=sys.stderr)
         emit("error", message=spark_error_message(exc))
         return EXIT_BAD_INPUT if "SourceOptionError" in str(exc) else EXIT_FAILED
     emit("done", summary=summary)
     return 0
 
 
-def spark_error_message(exc: BaseException) -> str:
-    """The line that says what went wrong, out of a Spark error that wraps a Python one.
+# An exception line of a Python traceback ("ModuleNotFoundError: No module named 'x'") and a
+# frame line ('  File "/x/datasource.py", line 27, in <module>').
+_EXCEPTION_LINE = re.compile(
+    r"^(?:[A-Za-z_][\w.]*\.)?([A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)): (.+)$"
+)
+_FRAME_LINE = re.compile(r'^\s*File "([^"]+)", line (\d+), in (.+)$')
+_OUR_ERRORS = ("SourceOptionError", "SourceUnavailableError", "AdminError", "AdminUnreachableError")
 
-    An error raised in the data source's planning or reading reaches the driver as a
-    PythonException or AnalysisException whose text holds the original traceback; the
-    last ``...Error: message`` line of ours is the one to show.
+
+def spark_error_message(exc: BaseException) -> str:
+    """One sentence saying what went wrong, out of a Spark error that may wrap a Python one.
+
+    An error raised in the data source's planning or reading (on the driver's Python
+    worker or an executor's) reaches the driver as an AnalysisException or PythonException
+    whose text holds the original traceback, and whose first line is only its heading.
+    The cause is the traceback's last exception line; where is the last frame before it.
+    Our own refusals (a bad option, an unknown topic) are said as they are.
     """
     text = str(exc)
-    for marker in (
-        "SourceOptionError: ",
-        "SourceUnavailableError: ",
-        "AdminError: ",
-        "AdminUnreachableError: ",
-    ):
-        at = text.rfind(marker)
-        if at >= 0:
-            return text[at + len(marker) :].splitlines()[0].strip()
-    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return f"{type(exc).__name__}: {first}"
+    lines = text.splitlines()
+    cause = None
+    for index in range(len(lines) - 1, -1, -1):
+        match = _EXCEPTION_LINE.match(lines[index].strip())
+        if match is None:
+            continue
+        name, message = match.groups()
+        if name in _OUR_ERRORS:
+            return message.strip()
+        where = next(
+            (frame for frame in map(_FRAME_LINE.match, reversed(lines[:index])) if frame is not None), None
+        )
+        cause = f"{name}: {message.strip()}"
+        if where is not None:
+            path, line, function = where.groups()
+            cause += f" (at {_short_path(path)}:{line}, in {function.strip()})"
+        break
+    if cause is None:
+        first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+        return f"{type(exc).__name__}: {first}"
+    heading = lines[0].strip() if lines else ""
+    if "PYTHON_DATA_SOURCE" in heading or "PythonException" in type(exc).__name__ or "Python" in heading:
+        return f"the report's Python code failed on a Spark worker: {cause}"
+    return cause
+
+
+def _short_path(path: str) -> str:
+    """A traceback's file as a person reads it: from the package root when it is ours or a
+    library's, else as given."""
+    parts = Path(path).parts
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts:
+            return "/".join(parts[parts.index(marker) + 1 :])
+    for package in ("spark_reports", "broker_core", "pyspark"):
+        if package in parts:
+            return "/".join(parts[len(parts) - 1 - parts[::-1].index(package) :])
+    return path
 
 
 if __name__ == "__main__":

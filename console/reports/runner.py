@@ -133,9 +133,25 @@ class Outcome:
         )
 
 
-def _drain(stream: IO[str], into: collections.deque[str]) -> None:
+def _drain(stream: IO[str], into: collections.deque[str], log: IO[str] | None) -> None:
+    """Keep the child's last words for the outcome, and every line in the run's log."""
     for line in stream:
         into.append(line.rstrip("\n"))
+        if log is not None:
+            log.write(line)
+
+
+def _open_log(run: ReportRun, argv: list[str]) -> IO[str] | None:
+    """The run's log, opened for the child's stderr (None when it cannot be written: the
+    run goes on without one)."""
+    path = services.run_log(str(run.id))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        log = path.open("w", encoding="utf-8", buffering=1)
+    except OSError:
+        return None
+    log.write("$ " + " ".join(argv) + "\n")
+    return log
 
 
 def _kill(proc: subprocess.Popen[str]) -> None:
@@ -178,7 +194,8 @@ def follow(run: ReportRun, argv: list[str], timeout_s: int, env: dict[str, str] 
         outcome.error = f"the report could not be started: {exc}"
         return outcome
     assert proc.stdout is not None and proc.stderr is not None
-    stderr = threading.Thread(target=_drain, args=(proc.stderr, outcome.stderr), daemon=True)
+    log = _open_log(run, argv)
+    stderr = threading.Thread(target=_drain, args=(proc.stderr, outcome.stderr, log), daemon=True)
     stderr.start()
 
     def expire() -> None:
@@ -210,6 +227,11 @@ def follow(run: ReportRun, argv: list[str], timeout_s: int, env: dict[str, str] 
         timer.cancel()
         _kill(proc)
         stderr.join(5)
+        if log is not None:
+            outcome.returncode = proc.returncode
+            said = outcome.message(timeout_s) if proc.returncode else "done"
+            log.write(f"[exit status {proc.returncode}] {said}\n")
+            log.close()
     outcome.returncode = proc.returncode
     return outcome
 

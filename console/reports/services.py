@@ -80,6 +80,13 @@ def run_dir(run_id: str) -> str:
     return f"{str(platform_settings()['REPORTS_DIR']).rstrip('/')}/{run_id}"
 
 
+def run_log(run_id: str) -> Path:
+    """The run's log on this machine: the report process's own output (Spark's, and a
+    failure's whole traceback), whatever the output directory is.  Under
+    ``<DATA_DIR>/report-logs/``; the run page links to it."""
+    return Path(platform_settings()["DATA_DIR"]) / "report-logs" / f"{run_id}.log"
+
+
 def create_run(
     cluster: ClusterRef,
     request: RunRequest,

@@ -16,6 +16,7 @@ urlpatterns = [
     path(page + "run/", views.run_now, name="run-now"),
     path(page + "compare/", views.report_compare, name="compare"),
     path(page + "<uuid:run_id>/", views.report_run, name="run"),
+    path(page + "<uuid:run_id>/log/", views.report_log, name="run-log"),
     path(base, api.ReportRunsView.as_view(), name="api-list"),
     path(base + "compare/", api.ReportCompare.as_view(), name="api-compare"),
     path(base + "<uuid:run_id>/", api.ReportRunDetail.as_view(), name="api-detail"),

@@ -133,9 +133,25 @@ def report_run(request: HttpRequest, cluster: str, run_id: str) -> HttpResponse:
             peak_topics=display.peak_topics(run.summary) if run.kind == ReportRun.TRAFFIC else [],
             others=others,
             errors=errors,
+            has_log=services.run_log(str(run.id)).is_file(),
             **links,
         ),
     )
+
+
+@login_required
+@require_GET
+def report_log(request: HttpRequest, cluster: str, run_id: str) -> HttpResponse:
+    """The run's log as plain text: the report process's output, a failure's whole traceback."""
+    ref = cluster_for(request, cluster)
+    run = services.run_of(ref.name, run_id)
+    if run is None:
+        raise Http404(f"no report run {run_id} on {ref.name}")
+    try:
+        text = services.run_log(str(run.id)).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise Http404(f"report run {run_id} has no log (it has not started, or ran elsewhere)") from None
+    return HttpResponse(text, content_type="text/plain; charset=utf-8")
 
 
 def _rows(

@@ -484,9 +484,9 @@ def test_the_group_page_shows_its_lag_trend(
 
 @pytest.mark.slow
 def test_a_run_that_cannot_reach_its_cluster_fails_with_the_reason(
-    reports_dir: Path, settings: Any, db: None
+    reports_dir: Path, settings: Any, personas: dict[str, Client], tmp_path: Path
 ) -> None:
-    settings.QUIVER = {**settings.QUIVER, "NAMESRV_ADDR": "127.0.0.1:1"}
+    settings.QUIVER = {**settings.QUIVER, "NAMESRV_ADDR": "127.0.0.1:1", "DATA_DIR": tmp_path}
     now = services.now_ms()
     run = services.create_run(find_cluster("default"), services.check_request("traffic", now - 60_000, now))
     done = runner.execute(str(run.id))  # the real python -m spark_reports, as the task runs it
@@ -494,6 +494,16 @@ def test_a_run_that_cannot_reach_its_cluster_fails_with_the_reason(
     assert done.error.startswith("cannot reach the cluster at 127.0.0.1:1"), done.error
     assert "Traceback" not in done.error and done.summary is None
     assert runner.execute(str(run.id)) is None  # a finished run is not run again
+    # The whole story is in the run's log, which the run page links to.
+    page = personas["viewer"].get(f"{PAGES}{run.id}/").content.decode()
+    assert f'href="{PAGES}{run.id}/log/" id="run-log"' in page
+    log = personas["viewer"].get(f"{PAGES}{run.id}/log/")
+    assert log.status_code == 200 and log["Content-Type"].startswith("text/plain")
+    text = log.content.decode()
+    assert text.startswith("$ ") and "spark_reports traffic" in text
+    assert "[exit status 1] cannot reach the cluster at 127.0.0.1:1" in text
+    assert personas["outsider"].get(f"{PAGES}{run.id}/log/").status_code == 403
+    assert personas["viewer"].get(f"{PAGES}{uuid.uuid4()}/log/").status_code == 404
 
 
 @pytest.mark.django_db(transaction=True)
