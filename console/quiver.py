@@ -38,6 +38,7 @@ class QuiverSettings(TypedDict):
     REPORT_TIMEOUT_SECONDS: int
     SPARK_MASTER: str
     SPARK_EXECUTOR_ENV: str
+    SPARK_WARM_SECONDS: int
     LONG_WORK_NICE: int
 
 

@@ -179,6 +179,9 @@ QUIVER: QuiverSettings = {
     # How a cluster's executors get the reports' Python packages (spark_reports/executorenv.py):
     # checked here so that a bad value stops the platform at start, not each report.
     "SPARK_EXECUTOR_ENV": spark_executor_env(),
+    # Seconds the warm Spark session waits for the next report before it exits and gives
+    # its memory back (console/reports/warm.py); 0: every report starts Spark afresh.
+    "SPARK_WARM_SECONDS": envint("QUIVER_SPARK_WARM_SECONDS", 600, minimum=0),
     # CPU niceness of long work (the long-work worker under ``up``, and every Spark report):
     # it yields the CPU to the broker and the maintenance worker whenever they need it.
     "LONG_WORK_NICE": envint("QUIVER_LONG_WORK_NICE", 10, minimum=0, maximum=19),

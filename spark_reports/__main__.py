@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import traceback
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -89,8 +90,15 @@ def parse_args(argv: list[str]) -> tuple[str, ReportParams, str | None]:
 class StageProgress:
     """Report Spark stages done / total as they change, from a daemon thread."""
 
-    def __init__(self, spark: Any, report: Callable[[int, int], None], interval_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        spark: Any,
+        report: Callable[[int, int], None],
+        interval_s: float = 0.5,
+        group: str | None = None,
+    ) -> None:
         self.tracker = spark.sparkContext.statusTracker()
+        self.group = group
         self.report = report
         self.interval_s = interval_s
         self.stages: dict[int, bool] = {}
@@ -106,7 +114,7 @@ class StageProgress:
         self._thread.join(5)
 
     def poll(self) -> tuple[int, int]:
-        for job_id in self.tracker.getJobIdsForGroup(None):
+        for job_id in self.tracker.getJobIdsForGroup(self.group):
             job = self.tracker.getJobInfo(job_id)
             for stage_id in job.stageIds if job else ():
                 info = self.tracker.getStageInfo(stage_id)
@@ -126,17 +134,29 @@ class StageProgress:
                 last = now
 
 
-def run(kind: str, params: ReportParams, master: str | None) -> dict[str, Any]:
-    """Build, write and summarize one report; returns the summary."""
+def run(
+    kind: str, params: ReportParams, master: str | None, emit: Callable[..., None] = emit
+) -> dict[str, Any]:
+    """Build, write and summarize one report; returns the summary.  Its Spark jobs carry a
+    job group of their own, so the progress counts this run's stages only (a warm session
+    has run others before)."""
     from spark_reports.jobs import lag, traffic
     from spark_reports.session import get_session
 
     started = time.monotonic()
     spark = get_session(f"quiver-{kind}-report", master=master)
-    with StageProgress(spark, lambda done, total: emit("progress", stagesDone=done, stagesTotal=total)):
-        job = traffic if kind == "traffic" else lag
-        tables, summary = job.run(spark, params)
-        write_tables(params.out, tables, TABLES[kind])  # type: ignore[index]
+    group = f"quiver-{kind}-{uuid.uuid4().hex}"
+    spark.sparkContext.setJobGroup(group, f"the {kind} report", interruptOnCancel=True)
+    progress = StageProgress(
+        spark, lambda done, total: emit("progress", stagesDone=done, stagesTotal=total), group=group
+    )
+    try:
+        with progress:
+            job = traffic if kind == "traffic" else lag
+            tables, summary = job.run(spark, params)
+            write_tables(params.out, tables, TABLES[kind])  # type: ignore[index]
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
     summary.update(
         kind=kind,
         cluster=params.cluster,
@@ -148,22 +168,45 @@ def run(kind: str, params: ReportParams, master: str | None) -> dict[str, Any]:
     return summary
 
 
-def main(argv: list[str] | None = None) -> int:
-    try:
-        kind, params, master = parse_args(sys.argv[1:] if argv is None else argv)
-        summary = run(kind, params, master)
-    except SourceOptionError as exc:
-        emit("error", message=str(exc))
+# Failures said as they are: a bad option or period, an unknown topic, an unreachable
+# cluster or master, no Java, a bad executor setting.
+_PLAIN_ERRORS = (
+    SourceOptionError,
+    SourceUnavailableError,
+    JavaRuntimeMissing,
+    SparkMasterUnreachable,
+    ExecutorEnvError,
+)
+
+
+def error_message(exc: BaseException) -> str:
+    """The sentence a failed run shows (in the ``error`` event, the console, the run's record)."""
+    return str(exc) if isinstance(exc, _PLAIN_ERRORS) else spark_error_message(exc)
+
+
+def exit_code(exc: BaseException) -> int:
+    """2 for bad input (a bad option, even one found by a Spark worker), else 1."""
+    if isinstance(exc, SourceOptionError) or "SourceOptionError" in str(exc):
         return EXIT_BAD_INPUT
-    except (SourceUnavailableError, JavaRuntimeMissing, SparkMasterUnreachable, ExecutorEnvError) as exc:
-        emit("error", message=str(exc))
-        return EXIT_FAILED
-    except Exception as exc:  # a Spark failure: its Python-side cause, when it has one
-        # The whole text (Spark's, with the worker's traceback in it) goes to stderr, which
-        # the console keeps as the run's log; the event carries the sentence.
-        traceback.print_exc(file=sys.stderr)
-        emit("error", message=spark_error_message(exc))
-        return EXIT_BAD_INPUT if "SourceOptionError" in str(exc) else EXIT_FAILED
+    return EXIT_FAILED
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve"]:  # the platform's warm session (spark_reports/warm.py)
+        from spark_reports import warm
+
+        return warm.main(argv[1:])
+    try:
+        kind, params, master = parse_args(argv)
+        summary = run(kind, params, master)
+    except Exception as exc:
+        if not isinstance(exc, _PLAIN_ERRORS):
+            # The whole text (Spark's, with the worker's traceback in it) goes to stderr,
+            # which the console keeps as the run's log; the event carries the sentence.
+            traceback.print_exc(file=sys.stderr)
+        emit("error", message=error_message(exc))
+        return exit_code(exc)
     emit("done", summary=summary)
     return 0
 

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from console.core.supervisor import child_preexec
 from console.quiver import platform_settings
-from console.reports import services
+from console.reports import services, warm
 from console.reports.models import ReportRun
 from nameserver.clusters import find_cluster
 
@@ -170,11 +170,50 @@ def _kill(proc: subprocess.Popen[str]) -> None:
 
 
 def follow(run: ReportRun, argv: list[str], timeout_s: int, env: dict[str, str] | None = None) -> Outcome:
-    """Run ``argv``, update ``run`` on each progress line, and return how it ended."""
-    outcome = Outcome()
+    """Run ``argv`` (``python -m spark_reports ...``), update ``run`` on each progress line,
+    and return how it ended: in the warm session (``warm.py``) unless
+    ``QUIVER_SPARK_WARM_SECONDS`` is 0, else as a child process of its own."""
     child_env = {**os.environ, **(env or {})}
     child_env.setdefault("SPARK_MASTER", platform_settings()["SPARK_MASTER"])
     child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), child_env.get("PYTHONPATH", "")) if p)
+    if platform_settings()["SPARK_WARM_SECONDS"] > 0:
+        return _follow_warm(run, argv, timeout_s, child_env)
+    return _follow_child(run, argv, timeout_s, child_env)
+
+
+def _event(run: ReportRun, outcome: Outcome, line: str, log: IO[str] | None) -> None:
+    """One line from the report: progress saved and pushed, the end recorded."""
+    event = parse(line)
+    if event is None:
+        if line.strip():
+            outcome.stray.append(line.rstrip("\n"))
+        return
+    if event.get("event") == "progress":
+        done, total = int(event.get("stagesDone", 0)), int(event.get("stagesTotal", 0))
+        if (done, total) != (run.stages_done, run.stages_total):
+            run.stages_done, run.stages_total = done, total
+            run.save(update_fields=["stages_done", "stages_total"])
+            push(run)
+    elif event.get("event") == "done":
+        outcome.summary = event.get("summary") or {}
+        outcome.returncode = 0
+    elif event.get("event") == "error":
+        outcome.error = str(event.get("message") or "the report failed")
+        outcome.returncode = int(event.get("exitCode") or 1)
+        if log is not None and event.get("detail"):
+            log.write(str(event["detail"]))
+
+
+def _close_log(log: IO[str] | None, outcome: Outcome, timeout_s: int) -> None:
+    if log is not None:
+        said = outcome.message(timeout_s) if outcome.returncode else "done"
+        log.write(f"[exit status {outcome.returncode}] {said}\n")
+        log.close()
+
+
+def _follow_child(run: ReportRun, argv: list[str], timeout_s: int, child_env: dict[str, str]) -> Outcome:
+    """The run as a child process of its own (a cold Spark session)."""
+    outcome = Outcome()
     try:
         proc = subprocess.Popen(
             argv,
@@ -207,32 +246,57 @@ def follow(run: ReportRun, argv: list[str], timeout_s: int, env: dict[str, str] 
     timer.start()
     try:
         for line in proc.stdout:
-            event = parse(line)
-            if event is None:
-                if line.strip():
-                    outcome.stray.append(line.rstrip("\n"))
-                continue
-            if event.get("event") == "progress":
-                done, total = int(event.get("stagesDone", 0)), int(event.get("stagesTotal", 0))
-                if (done, total) != (run.stages_done, run.stages_total):
-                    run.stages_done, run.stages_total = done, total
-                    run.save(update_fields=["stages_done", "stages_total"])
-                    push(run)
-            elif event.get("event") == "done":
-                outcome.summary = event.get("summary") or {}
-            elif event.get("event") == "error":
-                outcome.error = str(event.get("message") or "the report failed")
+            _event(run, outcome, line, None)
         proc.wait()
     finally:
         timer.cancel()
         _kill(proc)
         stderr.join(5)
-        if log is not None:
-            outcome.returncode = proc.returncode
-            said = outcome.message(timeout_s) if proc.returncode else "done"
-            log.write(f"[exit status {proc.returncode}] {said}\n")
-            log.close()
-    outcome.returncode = proc.returncode
+        outcome.returncode = proc.returncode
+        _close_log(log, outcome, timeout_s)
+    return outcome
+
+
+def _follow_warm(run: ReportRun, argv: list[str], timeout_s: int, child_env: dict[str, str]) -> Outcome:
+    """The run in the warm session: its command line sent over the session's socket, its
+    lines read back as a child's would be.  Past ``timeout_s`` the session is killed."""
+    outcome = Outcome()
+    master = platform_settings()["SPARK_MASTER"]
+    log = _open_log(run, [*argv, f"(in the warm Spark session for {master})"])
+    try:
+        conn = warm.connect(master, argv[3:], child_env)  # argv less "python -m spark_reports"
+    except OSError as exc:
+        outcome.error = f"the report could not be started: {exc}"
+        outcome.returncode = 1
+        _close_log(log, outcome, timeout_s)
+        return outcome
+    pid = warm.peer_pid(conn)
+
+    def expire() -> None:
+        outcome.timed_out = True
+        if pid is not None:
+            warm.kill_pid(pid)
+        conn.close()
+
+    timer = threading.Timer(timeout_s, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        conn.settimeout(None)
+        with conn.makefile("r", encoding="utf-8") as lines:
+            for line in lines:
+                _event(run, outcome, line, log)
+    except OSError:
+        pass  # closed at the timeout, or the session died: said below
+    finally:
+        timer.cancel()
+        conn.close()
+        if outcome.summary is None and not outcome.error and not outcome.timed_out:
+            outcome.returncode = 1
+            outcome.stderr.extend(warm.tail().splitlines())
+            said = " / ".join(warm.tail(3).splitlines())
+            outcome.error = f"the warm Spark session stopped during the run; its last words: {said}"
+        _close_log(log, outcome, timeout_s)
     return outcome
 
 

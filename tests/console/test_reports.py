@@ -22,7 +22,7 @@ from django.test import Client
 from console.audit.models import AuditEntry
 from console.groups.services import lag_trend
 from console.maintenance import history
-from console.reports import runner, services
+from console.reports import runner, services, warm
 from console.reports.models import ReportRun
 from nameserver.clusters import find_cluster
 from spark_reports.outputs import LAG_TABLES, TRAFFIC_TABLES, write_summary
@@ -504,6 +504,7 @@ def test_a_run_that_cannot_reach_its_cluster_fails_with_the_reason(
     assert "[exit status 1] cannot reach the cluster at 127.0.0.1:1" in text
     assert personas["outsider"].get(f"{PAGES}{run.id}/log/").status_code == 403
     assert personas["viewer"].get(f"{PAGES}{uuid.uuid4()}/log/").status_code == 404
+    warm.stop_all()  # the warm Spark session the run started (the platform's default)
 
 
 @pytest.mark.django_db(transaction=True)

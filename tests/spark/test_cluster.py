@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from broker_core.client.message import Message
 from broker_core.client.producer.producer import Producer
 from broker_core.messagequeue import MessageQueue
-from console.reports import services, tasks
+from console.reports import services, tasks, warm
 from console.reports.models import ReportRun
 from nameserver.clusters import find_cluster
 from spark_reports import datasource
@@ -62,6 +62,14 @@ def period(cluster: Servers, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     time.sleep(1.1)
     record_history(cluster, history_dir)
     return {"history": history_dir, "since": since, "until": int(time.time() * 1000) + 1}
+
+
+@pytest.fixture(autouse=True)
+def _warm_sessions_stopped(settings: Any, tmp_path: Path) -> Iterator[None]:
+    """Each test's runs in a data directory of its own; its warm Spark session stopped after."""
+    settings.QUIVER = {**settings.QUIVER, "DATA_DIR": tmp_path / "data"}
+    yield
+    warm.stop_all()
 
 
 def platform_for(settings: Any, cluster: Servers, period: dict[str, Any], reports: Path, master: str) -> None:
