@@ -35,14 +35,15 @@ class Step:
     env: dict[str, str] | None = None  # added to this process's environment for the step
 
 
-# With QUIVER_TEST_SHARDS=2 the full suite runs as two pytest processes at once, each with
-# its own temporary directory: the broker-side tests (our servers and the official clients
-# only) beside the platform's (Django, Redis, Celery, Spark, Chromium), which share nothing
-# with them.  About 13.5 min instead of 21 on this 2-core machine, but not the default yet:
-# of three runs, one had the platform's browser tests and one a replication test fail on
-# timing (the machine too busy), so the default stays one process.  Every other directory of
+# The whole suite runs in three parts by default: the browser tests alone (the most
+# sensitive to a busy machine: Chromium against a whole platform), then two pytest processes
+# at once, each with its own temporary directory: the broker-side tests (our servers and the
+# official clients only), niced, beside the rest of the platform's (Django, Redis, Celery,
+# Spark), which share nothing with them.  About 14 min instead of 21 on this 2-core machine.
+# QUIVER_TEST_SHARDS=1 runs everything in one process instead.  Every other directory of
 # tests/ goes to the platform's shard, so a new one is never left out.
 BROKER_SHARD = ("tests/unit", "tests/integration", "tests/conformance", "tests/v5")
+BROWSER_SHARD = ("tests/browser",)
 
 
 @dataclass
@@ -98,13 +99,14 @@ def suite(pytest_args: list[str], *, lint: bool = True) -> list[Step]:
             env={PURE_PYTHON_ENV: "1"},
         )
     )
-    if os.environ.get("QUIVER_TEST_SHARDS") != "2":
+    if os.environ.get("QUIVER_TEST_SHARDS", "2") == "1":
         steps.append(Step("tests", [python, "-m", "pytest"], pytest=True))
         return steps
+    steps.append(Step("tests (browser)", [python, "-m", "pytest", *BROWSER_SHARD], pytest=True))
     platform = sorted(
         f"tests/{d.name}" for d in (REPO / "tests").iterdir() if d.is_dir() and d.name != "__pycache__"
     )
-    platform = [d for d in platform if d not in BROKER_SHARD]
+    platform = [d for d in platform if d not in BROKER_SHARD and d not in BROWSER_SHARD]
     for label, dirs in (("tests (platform)", platform), ("tests (brokers)", list(BROKER_SHARD))):
         steps.append(Step(label, [python, "-m", "pytest", *dirs], pytest=True, together=True))
     return steps
