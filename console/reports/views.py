@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 from console.core.pages import ask, cluster_for, context
 from console.reports import charts, compare, display, services, tables
 from console.reports.models import ReportRun
+from nameserver.clusters import ClusterRef
 
 TABS = ("summary", "charts", "tables")
 ROWS_PER_PAGE = 100
@@ -94,13 +95,19 @@ def run_now(request: HttpRequest, cluster: str) -> HttpResponse:
     return redirect("reports:run", cluster=cluster, run_id=run.id)
 
 
-@login_required
-@require_GET
-def report_run(request: HttpRequest, cluster: str, run_id: str) -> HttpResponse:
+def _run_or_404(request: HttpRequest, cluster: str, run_id: str) -> tuple[ClusterRef, ReportRun]:
+    """The cluster (access checked) and its run ``run_id``; 404 when there is no such run."""
     ref = cluster_for(request, cluster)
     run = services.run_of(ref.name, run_id)
     if run is None:
         raise Http404(f"no report run {run_id} on {ref.name}")
+    return ref, run
+
+
+@login_required
+@require_GET
+def report_run(request: HttpRequest, cluster: str, run_id: str) -> HttpResponse:
+    ref, run = _run_or_404(request, cluster, run_id)
     tab = request.GET.get("tab") if request.GET.get("tab") in TABS else "summary"
     names = tables.table_names(run.kind)
     table = request.GET.get("table") if request.GET.get("table") in names else names[0]
@@ -143,10 +150,7 @@ def report_run(request: HttpRequest, cluster: str, run_id: str) -> HttpResponse:
 @require_GET
 def report_log(request: HttpRequest, cluster: str, run_id: str) -> HttpResponse:
     """The run's log as plain text: the report process's output, a failure's whole traceback."""
-    ref = cluster_for(request, cluster)
-    run = services.run_of(ref.name, run_id)
-    if run is None:
-        raise Http404(f"no report run {run_id} on {ref.name}")
+    _ref, run = _run_or_404(request, cluster, run_id)
     try:
         text = services.run_log(str(run.id)).read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
