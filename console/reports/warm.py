@@ -27,6 +27,7 @@ from spark_reports.warm import request, socket_path_for
 
 # Longest wait for a new session to listen: the JVM, the session and its warm-up job.
 START_TIMEOUT_S = 300.0
+LOG_KEEP_BYTES = 10 << 20  # the session's log is started afresh past this (the old one kept)
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -67,7 +68,10 @@ def _start(path: Path, master: str, env: dict[str, str]) -> subprocess.Popen[byt
         sys.executable, "-m", "spark_reports", "serve", "--socket", str(path), "--master", master,
         "--idle-seconds", str(platform_settings()["SPARK_WARM_SECONDS"]),
     ]  # fmt: skip
-    with (folder() / "server.log").open("ab") as log:
+    log_path = folder() / "server.log"
+    if log_path.exists() and log_path.stat().st_size > LOG_KEEP_BYTES:
+        log_path.replace(log_path.with_suffix(".log.1"))  # one older log kept, the rest dropped
+    with log_path.open("ab") as log:
         return subprocess.Popen(
             argv,
             cwd=REPO,
