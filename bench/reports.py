@@ -26,6 +26,12 @@ Figures, each over every message of the topic:
 * ``lag report over a day``: the same job over a day of history rows, one every 5 s for
   each of the benchmark's group queues (the last real snapshot's rows repeated with
   moving offsets: the input size a daily lag report meets, ~830 k rows).
+* ``small window`` (issue 20): a traffic report over a window of 10,000 messages, end to
+  end as the platform runs it, session start included: a one-shot ``python -m
+  spark_reports`` and the warm session (``python -m spark_reports serve``) asked twice (its
+  first run starts Spark, the next finds it warm); on ``local[*]`` and on a standalone
+  master and worker started here from the installed pyspark (``spark_reports.localcluster``,
+  a worker whose Python has none of this project).
 Then the ratios, and one JSON line of every figure last.
 """
 
@@ -35,6 +41,7 @@ import argparse
 import asyncio
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -170,6 +177,79 @@ def reports(namesrv: str, history: Path, out: Path, since: int, until: int) -> d
     return figures
 
 
+SMALL = 10_000
+SMALL_TOPIC = "ReportsBenchSmall"
+
+
+def small_window(namesrv: str, broker: str, work: Path) -> dict[str, Any]:
+    """A traffic report over a window of ``SMALL`` messages, end to end as the platform runs
+    it: a one-shot ``python -m spark_reports`` (Spark started for it), and the warm session
+    (``python -m spark_reports serve``) asked twice, the first time starting Spark; each on
+    ``local[*]`` and on a standalone master and worker started here (bare worker Python)."""
+    from spark_reports.localcluster import standalone_cluster
+
+    create_topic(broker, SMALL_TOPIC, 8)
+    time.sleep(1.0)
+    since = int(time.time() * 1000) - 1
+    with Producer("bench-reports-small", namesrv) as producer:
+        for start in range(0, SMALL, 32):
+            batch = range(start, min(start + 32, SMALL))
+            messages = [Message(SMALL_TOPIC, b"s" * (100 + i % 300), tags=f"t{i % 4}") for i in batch]
+            producer.send_batch(messages)
+    asyncio.run(_commit_and_snapshot(namesrv, broker, work / "history"))
+    until = int(time.time() * 1000) + 1
+    argv = [
+        "traffic", "--cluster", "default", "--namesrv", namesrv, "--history", str(work / "history"),
+        "--since", str(since), "--until", str(until),
+    ]  # fmt: skip
+    figures: dict[str, Any] = {"small_messages": SMALL}
+    masters = {"local": "local[*]"}
+    with standalone_cluster(work / "standalone") as cluster:
+        masters["standalone"] = cluster.master
+        for name, master in masters.items():
+            out = work / f"small-{name}"
+            started = time.perf_counter()
+            cold = [sys.executable, "-m", "spark_reports", *argv, "--out", str(out / "cold")]
+            cold += ["--master", master]
+            done = subprocess.run(cold, capture_output=True, text=True, check=False)
+            figures[f"small_{name}_cold_s"] = time.perf_counter() - started
+            last = json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][-1])
+            if last["event"] != "done" or last["summary"]["messages"] != SMALL:
+                raise SystemExit(f"the small {name} report failed: {last}")
+            figures.update(_warm_runs(name, master, argv, out))
+    return figures
+
+
+def _warm_runs(name: str, master: str, argv: list[str], out: Path) -> dict[str, float]:
+    """The warm session for ``master`` asked twice: seconds from asking to ``done``."""
+    from spark_reports.warm import request
+
+    socket_path = out / "warm.sock"
+    out.mkdir(parents=True, exist_ok=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "spark_reports", "serve", "--socket", str(socket_path), "--master", master],
+        stdout=subprocess.DEVNULL, stderr=(out / "serve.log").open("wb"),
+    )  # fmt: skip
+    figures = {}
+    try:
+        deadline = time.monotonic() + 60
+        while not socket_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for attempt in ("first", "second"):
+            started = time.perf_counter()
+            conn = request(socket_path, [*argv, "--out", str(out / attempt), "--master", master], 600)
+            conn.settimeout(None)
+            with conn, conn.makefile("r") as lines:
+                events = [json.loads(line) for line in lines if line.startswith("{")]
+            figures[f"small_{name}_warm_{attempt}_s"] = time.perf_counter() - started
+            if events[-1]["event"] != "done" or events[-1]["summary"]["messages"] != SMALL:
+                raise SystemExit(f"the warm small {name} report failed: {events[-1]}")
+    finally:
+        server.terminate()
+        server.wait(30)
+    return figures
+
+
 def day_of_history(history: Path, out: Path) -> tuple[int, int, int]:
     """A day of the offset-persistence job's rows (every 5 s, as ``manage.py up`` runs it),
     written in its file layout: each of the last real snapshot's rows again every 5 s, with
@@ -270,6 +350,10 @@ def main() -> None:
         rep = reports(namesrv.addr, work / "history", work / "reports", since, until)
         figures.update({f"report_{k}_s" if not k.endswith("rows") else k: v for k, v in rep.items()})
         figures.update(lag_day(namesrv.addr, work / "history", work))
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            active.stop()  # the small window's runs start their own
+        figures.update(small_window(namesrv.addr, broker.addr, work))
     finally:
         broker.stop()
         namesrv.stop()
@@ -295,6 +379,14 @@ def main() -> None:
         f"lag report over a day of history ({figures['lag_day_rows']:,} rows, a snapshot every 5 s): "
         f"{figures['report_lag_day_s']:.1f} s"
     )
+    print(f"traffic report over a window of {SMALL:,} messages, end to end (Spark's start included):")
+    for name in ("local", "standalone"):
+        first, second = figures[f"small_{name}_warm_first_s"], figures[f"small_{name}_warm_second_s"]
+        print(
+            f"  {name:<11} one-shot {figures[f'small_{name}_cold_s']:.1f} s; warm session: first run "
+            f"{first:.1f} s, next {second:.1f} s"
+        )
+    figures["small_local_warm_target_met"] = figures["small_local_warm_second_s"] <= 10.0
     print(
         f"session start: local[1] {figures['spark_local1_session_start_s']:.1f} s, local[2] "
         f"{figures['spark_local2_session_start_s']:.1f} s"
