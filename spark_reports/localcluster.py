@@ -1,13 +1,16 @@
-"""A real Spark standalone cluster on loopback: a master and one worker, started from the
+"""A Spark standalone cluster on this machine's loopback, to try the reports' cluster path
+(the tests and ``bench/reports.py`` use it): a master and one worker, started from the
 installed pyspark (``spark-class``), each in an environment that shares nothing with this
 project but the network: ``PATH=/usr/bin:/bin`` (the machine's own Python, which has
-neither pyarrow nor this package), no ``PYTHONPATH``, a home and work directory of its own.
+neither pyarrow nor this package), no ``PYTHONPATH``, a home and work directory of its own,
+as a worker machine of a real cluster would be.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,7 +21,6 @@ from pathlib import Path
 import pyspark
 
 from spark_reports.java import ensure_java
-from tests.servers import free_port
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 
@@ -27,6 +29,13 @@ SPARK_HOME = Path(pyspark.__file__).resolve().parent
 class Standalone:
     master: str  # spark://127.0.0.1:<port>
     work: Path
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def _bare_env(home: Path) -> dict[str, str]:

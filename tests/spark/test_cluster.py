@@ -25,11 +25,11 @@ from nameserver.clusters import find_cluster
 from spark_reports import datasource
 from spark_reports.jobs import lag, traffic
 from spark_reports.jobs.common import ReportParams, write_tables
+from spark_reports.localcluster import Standalone, standalone_cluster
 from spark_reports.outputs import TABLES
 from tests.console.conftest import Servers
 from tests.servers import free_port
 from tests.spark.conftest import admin_run, create_topic, record_history
-from tests.spark.standalone import Standalone, standalone_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
 
