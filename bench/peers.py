@@ -1,7 +1,7 @@
 """Peers benchmark: one workload through Quiver, Redis Streams, NATS JetStream and RabbitMQ, in one run.
 
     python bench/peers.py [--quick] [--count N] [--only quiver,redis,nats,rabbitmq,echo]
-                          [--scenarios sync,batch,catchup,latency] [--quiver-flush ASYNC_FLUSH]
+                          [--scenarios sync,sync8,batch,catchup,latency] [--quiver-flush ASYNC_FLUSH]
 
 What it measures and how: bench/peerbench/__init__.py; the code is that package, one
 adapter per system behind one protocol and one module per part.  This file is the

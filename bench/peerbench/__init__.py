@@ -1,7 +1,7 @@
 """Peers benchmark: one workload through Quiver, Redis Streams, NATS JetStream and RabbitMQ, in one run.
 
     python bench/peers.py [--quick] [--count N] [--only quiver,redis,nats,rabbitmq,echo]
-                          [--scenarios sync,batch,catchup,latency] [--quiver-flush ASYNC_FLUSH]
+                          [--scenarios sync,sync8,batch,catchup,latency] [--quiver-flush ASYNC_FLUSH]
 
 Why: the platform's notes compare Quiver with the brokers people would otherwise run.
 Figures measured on other machines, other days, with other clients say little, so this
@@ -31,6 +31,11 @@ Scenarios (1 KiB bodies), each run for every system before the next scenario sta
 * ``sync``: one thread sends one message at a time and waits for its acknowledgement
   (Quiver ``Producer.send``, ``XADD``, ``js.publish`` awaiting the PubAck, ``basic_publish``
   on a confirming channel); msgs/s over a fixed window after a warm-up;
+* ``sync8``: ``sync`` from 8 senders at once, each waiting for its own acknowledgements:
+  threads sharing Quiver's one ``Producer`` (as Java applications share theirs), threads
+  with a redis-py connection each and a pika connection and confirming channel each, 8
+  coroutines awaiting ``js.publish`` on nats-py's one loop.  With ``--quiver-flush
+  SYNC_FLUSH`` it sets Quiver's group commit against RabbitMQ's confirmed publishes;
 * ``batch``: the same with many messages per round trip: Quiver ``send_batch`` of 32 and
   ``send_async`` with 256 outstanding (both shown, the better one is the scenario's
   figure), a redis pipeline of 32 ``XADD``, ``js.publish_async`` with 256 PubAcks

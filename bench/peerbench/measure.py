@@ -75,6 +75,27 @@ def loop(s: Settings, call: Callable[[], int]) -> dict[str, Any]:
     return meter.result()
 
 
+def threads_loop(s: Settings, threads: int, make_call: Callable[[], Callable[[], int]]) -> dict[str, Any]:
+    """``loop`` in ``threads`` threads at once, one meter: each thread gets its own call
+    from ``make_call`` (its own connection where the client wants one per thread)."""
+    meter = Meter.of(s)
+    calls = [make_call() for _ in range(threads)]  # connected before the window opens
+
+    def run(call: Callable[[], int]) -> None:
+        while meter.running() and meter.errors <= s.max_errors:
+            try:
+                meter.acked(call())
+            except Exception as exc:  # a client's send error: counted, shown
+                meter.error(exc)
+
+    workers = [threading.Thread(target=run, args=(call,), daemon=True) for call in calls]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(s.warmup_s + s.measure_s + 60)
+    return meter.result()
+
+
 async def aloop(s: Settings, call: Callable[[], Awaitable[int]]) -> dict[str, Any]:
     """``loop`` for a coroutine function."""
     meter = Meter.of(s)
@@ -83,6 +104,21 @@ async def aloop(s: Settings, call: Callable[[], Awaitable[int]]) -> dict[str, An
             meter.acked(await call())
         except Exception as exc:
             meter.error(exc)
+    return meter.result()
+
+
+async def atasks_loop(s: Settings, tasks: int, call: Callable[[], Awaitable[int]]) -> dict[str, Any]:
+    """``aloop`` in ``tasks`` coroutines at once on one event loop, one meter."""
+    meter = Meter.of(s)
+
+    async def run() -> None:
+        while meter.running() and meter.errors <= s.max_errors:
+            try:
+                meter.acked(await call())
+            except Exception as exc:
+                meter.error(exc)
+
+    await asyncio.gather(*(run() for _ in range(tasks)))
     return meter.result()
 
 

@@ -37,6 +37,10 @@ class System(Protocol):
         """One message at a time, each acknowledged before the next: msgs/s (``Meter``)."""
         ...
 
+    def sync8(self, s: Settings) -> dict[str, Any]:
+        """``sync`` from ``SYNC_THREADS`` senders at once: msgs/s over all (``Meter``)."""
+        ...
+
     def batch(self, s: Settings) -> dict[str, Any]:
         """Many messages per round trip: msgs/s (``Meter``)."""
         ...

@@ -12,7 +12,8 @@ import struct
 from dataclasses import dataclass
 
 SYSTEMS = ("quiver", "redis", "nats", "rabbitmq", "echo")
-SCENARIOS = ("sync", "batch", "catchup", "latency")
+SCENARIOS = ("sync", "sync8", "batch", "catchup", "latency")
+SYNC_THREADS = 8  # sync8: one-at-a-time senders at once (threads; NATS: coroutines on one loop)
 # Systems that run only some scenarios: the echo ceiling is a one-at-a-time round trip.
 SCENARIOS_OF = {"echo": ("sync",)}
 # Systems the benchmark starts itself (no running service to look for, nothing to clean up).

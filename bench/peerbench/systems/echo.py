@@ -130,6 +130,9 @@ class EchoCeiling:
             server.kill()
             server.join(5)
 
+    def sync8(self, s: Settings) -> dict[str, Any]:
+        raise Unavailable("the echo measures one-at-a-time round trips only")
+
     def batch(self, s: Settings) -> dict[str, Any]:
         raise Unavailable("the echo measures one-at-a-time round trips only")
 

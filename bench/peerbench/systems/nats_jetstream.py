@@ -12,8 +12,17 @@ from collections.abc import Awaitable, Callable
 from importlib.metadata import version
 from typing import Any
 
-from ..measure import Latencies, Meter, aloop, apace, catchup_result, catchup_timeout, settle_process
-from ..workload import ADDRS, BODY, CONSUME_BATCH, WINDOW, Settings, Unavailable
+from ..measure import (
+    Latencies,
+    Meter,
+    aloop,
+    apace,
+    atasks_loop,
+    catchup_result,
+    catchup_timeout,
+    settle_process,
+)
+from ..workload import ADDRS, BODY, CONSUME_BATCH, SYNC_THREADS, WINDOW, Settings, Unavailable
 
 
 class Nats:
@@ -136,6 +145,14 @@ class Nats:
             return 1
 
         return self.scenario(lambda: aloop(s, publish))
+
+    def sync8(self, s: Settings) -> dict[str, Any]:
+        async def publish() -> int:
+            await self.js.publish(self.name, BODY)
+            return 1
+
+        # nats-py is asyncio-only: eight publishers awaiting their PubAcks on one loop.
+        return self.scenario(lambda: atasks_loop(s, SYNC_THREADS, publish))
 
     async def publish_window(self, meter: Meter | None, count: int | None) -> float:
         """``publish_async`` with up to ``WINDOW`` PubAcks outstanding, until the meter's

@@ -16,8 +16,26 @@ from typing import Any
 
 from servers import create_topic  # bench/servers.py
 
-from ..measure import Latencies, Meter, catchup_result, catchup_timeout, loop, pace, settle_process
-from ..workload import BATCH, BODY, CONSUME_BATCH, QUIVER_PULL_BATCH, QUIVER_QUEUES, WINDOW, Settings
+from ..measure import (
+    Latencies,
+    Meter,
+    catchup_result,
+    catchup_timeout,
+    loop,
+    pace,
+    settle_process,
+    threads_loop,
+)
+from ..workload import (
+    BATCH,
+    BODY,
+    CONSUME_BATCH,
+    QUIVER_PULL_BATCH,
+    QUIVER_QUEUES,
+    SYNC_THREADS,
+    WINDOW,
+    Settings,
+)
 
 
 class Quiver:
@@ -69,6 +87,16 @@ class Quiver:
         producer = self.producer()
         try:
             return loop(s, lambda: producer.send(Message(self.name, BODY)) and 1)
+        finally:
+            producer.shutdown()
+
+    def sync8(self, s: Settings) -> dict[str, Any]:
+        from broker_core.client.message import Message
+
+        producer = self.producer()  # one producer, sent to from every thread (Java's way)
+        try:
+            send = lambda: producer.send(Message(self.name, BODY)) and 1  # noqa: E731
+            return threads_loop(s, SYNC_THREADS, lambda: send)
         finally:
             producer.shutdown()
 

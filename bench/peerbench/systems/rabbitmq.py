@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Callable
 from importlib.metadata import version
 from typing import Any
 
-from ..measure import Latencies, Meter, catchup_result, catchup_timeout, loop, pace, settle_process
-from ..workload import ADDRS, BODY, CONSUME_BATCH, PREFETCH, WINDOW, Settings, Unavailable
+from ..measure import (
+    Latencies,
+    Meter,
+    catchup_result,
+    catchup_timeout,
+    loop,
+    pace,
+    settle_process,
+    threads_loop,
+)
+from ..workload import ADDRS, BODY, CONSUME_BATCH, PREFETCH, SYNC_THREADS, WINDOW, Settings, Unavailable
 
 
 class Rabbit:
@@ -65,6 +76,30 @@ class Rabbit:
             return 1
 
         return loop(s, publish)
+
+    def sync8(self, s: Settings) -> dict[str, Any]:
+        pika = self.pika
+        connections: list[Any] = []
+
+        def sender() -> Callable[[], int]:
+            # pika's BlockingConnection is not thread-safe: a connection and channel each.
+            conn = pika.BlockingConnection(self.params)
+            connections.append(conn)
+            channel = conn.channel()
+            channel.confirm_delivery()
+
+            def publish() -> int:
+                channel.basic_publish("", self.name, BODY, self.persistent)  # raises on a nack
+                return 1
+
+            return publish
+
+        try:
+            return threads_loop(s, SYNC_THREADS, sender)
+        finally:
+            for conn in connections:
+                with contextlib.suppress(Exception):
+                    conn.close()
 
     def batch(self, s: Settings) -> dict[str, Any]:
         meter = Meter.of(s)

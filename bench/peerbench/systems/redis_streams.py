@@ -7,8 +7,8 @@ import time
 from importlib.metadata import version
 from typing import Any
 
-from ..measure import Latencies, catchup_result, catchup_timeout, loop, pace, settle_process
-from ..workload import ADDRS, BATCH, BODY, CONSUME_BATCH, Settings, Unavailable
+from ..measure import Latencies, catchup_result, catchup_timeout, loop, pace, settle_process, threads_loop
+from ..workload import ADDRS, BATCH, BODY, CONSUME_BATCH, SYNC_THREADS, Settings, Unavailable
 
 
 class Redis:
@@ -67,6 +67,10 @@ class Redis:
 
     def sync(self, s: Settings) -> dict[str, Any]:
         return loop(s, lambda: self.client.xadd(self.name, {"b": BODY}) and 1)
+
+    def sync8(self, s: Settings) -> dict[str, Any]:
+        # redis-py's client is thread-safe: each thread takes a connection of the pool.
+        return threads_loop(s, SYNC_THREADS, lambda: lambda: self.client.xadd(self.name, {"b": BODY}) and 1)
 
     def batch(self, s: Settings) -> dict[str, Any]:
         pipe = self.client.pipeline(transaction=False)
