@@ -11,7 +11,7 @@ lines the one-shot ``python -m spark_reports`` prints (progress, then ``done`` o
 One server per socket, bound to the master it started with; one run at a time (the
 reports worker has one slot); each run's cached tables are dropped when it ends.  With no
 run for ``--idle-seconds`` (``QUIVER_SPARK_WARM_SECONDS``, 600) it stops its session and
-exits, giving the memory back (about 1 GiB with the JVM).  A run that fails leaves the
+exits, giving the memory back (about 800 MiB with its JVM and Python workers).  A run that fails leaves the
 server up; a server that dies (or is killed at a run's timeout) is started again by the
 next run.
 """
