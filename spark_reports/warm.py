@@ -96,24 +96,27 @@ def _answer(conn: socket.socket, master: str, cli: Any) -> None:
     except (ValueError, KeyError, TypeError) as exc:
         send("error", message=f"a bad request to the warm report session: {exc}", exitCode=cli.EXIT_BAD_INPUT)
         return
-    spark = None
     try:
         kind, params, asked_master = cli.parse_args(argv)
         if asked_master and asked_master != master:
             raise ValueError(f"this warm session runs on {master}, not {asked_master}")
-        from spark_reports.session import get_session
-
-        spark = get_session("quiver-reports", master=master)  # started once, then reused
-        summary = cli.run(kind, params, master, emit=send)
+        summary = cli.run(kind, params, master, emit=send)  # its session: started once, then reused
     except Exception as exc:  # the one-shot CLI's rules: a sentence, and the whole text
         detail = traceback.format_exc()
         print(detail, file=sys.stderr, flush=True)
         send("error", message=cli.error_message(exc), detail=detail, exitCode=cli.exit_code(exc))
         return
     finally:
-        if spark is not None:
-            spark.catalog.clearCache()  # a run's cached tables are its own
+        _clear_cache()  # a run's cached tables are its own
     send("done", summary=summary)
+
+
+def _clear_cache() -> None:
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.catalog.clearCache()
 
 
 def socket_path_for(folder: Path, master: str) -> Path:
