@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from broker_core.aio import stop_task
+from broker_core.aio import after_writes, stop_task
 from broker_core.broker.acl import PlainAcl
 from broker_core.broker.clients import ClientTables
 from broker_core.broker.groups import SubscriptionGroupManager
@@ -237,6 +237,7 @@ class BrokerController:
         assert self.store is not None
         self.store.add_arrival_listener(hold.on_arrival)
         self.store.set_prompt_dispatch(hold.is_waiting)
+        self.store.set_drain_soon(after_writes(asyncio.get_running_loop()))
         server.register(RequestCode.PULL_MESSAGE, PullProcessor(self, hold).handle)
         self.pop = PopService(self, hold.wake)
         pop = PopProcessor(self, hold, self.pop)

@@ -74,6 +74,11 @@ class ConsumeQueue:
 
     # -- writes ----------------------------------------------------------------------
 
+    def has_room(self, count: int) -> bool:
+        """Whether ``count`` more entries fit the current file (none needs creating)."""
+        last = self.queue.last
+        return last is not None and last.wrote_position + count * CQ_STORE_UNIT_SIZE <= last.file_size
+
     def put(self, phys: int, size: int, tags_code: int, queue_offset: int) -> bool:
         """Enter the record at ``phys`` as entry ``queue_offset``.
 

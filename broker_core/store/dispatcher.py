@@ -6,10 +6,17 @@ the entries are the records its master's chunks completed, decoded (``store.repl
 
 Who drains: under the GIL a second thread adds no parallelism, only lock handoffs, which
 cost more than the dispatching itself.  So the work is shared: while appends keep coming,
-the appending thread drains every ``INLINE_DRAIN_BYTES`` of records (``maybe_drain``), and
-the dispatcher thread only drains a tail that nobody else is draining, within about a
-poll interval of the last append.  Either way records are dispatched in order, by one
-thread at a time, shortly after the append returned.  After a crash
+the appending thread drains every ``INLINE_DRAIN_BYTES`` of records (``maybe_drain``).  An
+owner with an event loop (the broker) also sets ``drain_soon``: the tail an append leaves
+is then drained by the loop once the answers of its iteration are written, unless that
+would create a file or fault one in (a new consume-queue or index file costs 10-40 ms,
+too long to hold a loop): the dispatcher thread is woken for those, and otherwise is only
+a safety net that polls every ``SCHEDULED_POLL_INTERVAL_SECONDS``.  Without ``drain_soon``
+the thread drains a tail that nobody else is draining, within about
+``POLL_INTERVAL_SECONDS`` of the last append.  (A thread that wakes every millisecond
+costs a loop serving one-at-a-time sends about a fifth of its sends: each wake takes the
+GIL from the loop.)  Either way records are dispatched in order, by one thread at a time,
+shortly after the append returned.  After a crash
 (or to rebuild) the store re-reads the log and feeds ``dispatch_request`` instead; both
 paths produce the same entries, which the rebuild test checks byte for byte.
 
@@ -60,6 +67,11 @@ _CQ_ENTRY = struct.Struct(">qiq")  # the consume-queue entry layout (consumequeu
 _RETRY_SECONDS = 1.0
 _NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 POLL_INTERVAL_SECONDS = 0.001
+SCHEDULED_POLL_INTERVAL_SECONDS = 0.05
+"""The dispatcher thread's poll when ``drain_soon`` drains tails (a safety net only)."""
+QUICK_DRAIN_MAX = 256
+"""Records waiting past which the owner's loop leaves the drain to the dispatcher thread."""
+_INDEX_ITEMS_PER_RECORD = 4  # room asked of the index per record (its unique key and a few keys)
 MAX_BATCH = 4096
 # The appending thread drains once this many bytes of records await dispatch.
 INLINE_DRAIN_BYTES = 256 * 1024
@@ -94,6 +106,11 @@ class Dispatcher:
         # Whether someone waits for a queue's next message (held pulls): an append there is
         # dispatched at once by the appending thread, not at the thread's next poll.
         self.prompt: Callable[[str, int], bool] | None = None
+        # Asks the owner's event loop to call ``drain_asked`` soon; thread-safe (see the
+        # module docstring).  Called once per drain, not per append.
+        self.drain_soon: Callable[[], None] | None = None
+        self._drain_asked = False
+        self._wake = threading.Event()  # the loop hands the thread a drain it should not do
         self._on_disk_full = on_disk_full
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -108,6 +125,7 @@ class Dispatcher:
     def stop(self) -> None:
         """Dispatch what is pending, then stop the thread."""
         self._stopping = True
+        self._wake.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
@@ -127,12 +145,16 @@ class Dispatcher:
     def _run(self) -> None:
         appended = self.commit_log.appended
         seen = -1
+        wake = self._wake
         while not self._stopping:
-            time.sleep(POLL_INTERVAL_SECONDS)
+            interval = POLL_INTERVAL_SECONDS if self.drain_soon is None else SCHEDULED_POLL_INTERVAL_SECONDS
+            woken = wake.wait(interval)
+            if woken:
+                wake.clear()
             if not appended:
                 continue
             progress = self.dispatched_offset
-            if progress != seen and self.commit_log.records_end - progress < INLINE_DRAIN_BYTES:
+            if not woken and progress != seen and self.commit_log.records_end - progress < INLINE_DRAIN_BYTES:
                 # Someone (the appending thread) is draining: leave the tail to it for now.
                 seen = progress
                 continue
@@ -148,16 +170,61 @@ class Dispatcher:
     def maybe_drain(self, topic: str = "", queue_id: int = 0) -> None:
         """Drain now if enough records are waiting, or if someone waits for ``topic``'s
         ``queue_id`` (called by the appending thread after an append there)."""
-        if self._thread is not None and (
-            self.commit_log.records_end - self.dispatched_offset >= INLINE_DRAIN_BYTES
-            or (self.prompt is not None and self.prompt(topic, queue_id))
+        if self._thread is None:
+            return
+        if self.commit_log.records_end - self.dispatched_offset >= INLINE_DRAIN_BYTES or (
+            self.prompt is not None and self.prompt(topic, queue_id)
         ):
+            self._drain_now()
+        elif self.drain_soon is not None and not self._drain_asked:
+            self._drain_asked = True
             try:
-                self.drain(blocking=False)
-            except Exception as exc:  # the append succeeded; the dispatcher thread retries
-                log.warning("inline dispatch failed (the dispatcher thread will retry): %s", exc)
-                if isinstance(exc, OSError) and exc.errno in _NO_SPACE_ERRNOS:
-                    self._on_disk_full(exc)
+                self.drain_soon()
+            except Exception as exc:  # a closed loop, say: the dispatcher thread drains it
+                self._drain_asked = False
+                log.debug("cannot ask for a drain (the dispatcher thread will do it): %s", exc)
+
+    def drain_asked(self) -> None:
+        """Drain what ``drain_soon`` was asked for (on the owner's loop), or wake the
+        dispatcher thread for it when it would create or fault in a file."""
+        self._drain_asked = False
+        if self._thread is None:
+            return
+        if self._quick_to_dispatch():
+            self._drain_now()
+        else:
+            self._wake.set()
+
+    def _quick_to_dispatch(self) -> bool:
+        """Whether the records waiting fit the consume queues' and the index's current files
+        (no file to create, no pages to fault in) and are few enough for a loop to take."""
+        waiting = list(self.commit_log.appended)  # (a copy: other threads may append)
+        if len(waiting) > QUICK_DRAIN_MAX:
+            return False
+        entries: dict[tuple[str, int], int] = {}
+        keys = 0  # index keys, about
+        for _phys, _size, _queue_offset, _store_ts, msg in waiting:
+            key = (msg.topic, msg.queue_id)
+            if isinstance(msg, DispatchRun):
+                entries[key] = entries.get(key, 0) + msg.count
+                keys += len(msg.index_items)
+            else:
+                entries[key] = entries.get(key, 0) + 1
+                if "UNIQ_KEY" in msg.properties or "KEYS" in msg.properties:
+                    keys += _INDEX_ITEMS_PER_RECORD
+        for (topic, queue_id), count in entries.items():
+            cq = self.consume_queues.find(topic, queue_id)
+            if cq is None or not cq.has_room(count):
+                return False
+        return not keys or self.index is None or self.index.has_room(keys)
+
+    def _drain_now(self) -> None:
+        try:
+            self.drain(blocking=False)
+        except Exception as exc:  # the append succeeded; the dispatcher thread retries
+            log.warning("inline dispatch failed (the dispatcher thread will retry): %s", exc)
+            if isinstance(exc, OSError) and exc.errno in _NO_SPACE_ERRNOS:
+                self._on_disk_full(exc)
 
     def drain(self, *, blocking: bool = True) -> int:
         """Dispatch every appended record now; return how many.

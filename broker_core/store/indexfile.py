@@ -393,6 +393,14 @@ class IndexFile:
         )
         return True
 
+    def has_room(self, items: int) -> bool:
+        """Whether ``items`` more keys fit this file with no pages to fault in first."""
+        count = self._count + items
+        if count > self._index_num:
+            return False
+        end = self._entries_pos + (count + _POPULATE_ENTRIES) * INDEX_SIZE
+        return end <= self._populated_to or self._populated_to >= self._size
+
     def _populate_entries(self, count: int) -> None:
         end = self._entries_pos + (count + _POPULATE_ENTRIES) * INDEX_SIZE
         if end > self._populated_to:
@@ -709,6 +717,12 @@ class IndexService:
         self._waiting: list[IndexItem] = []
         self._retry_at = 0.0  # monotonic time before which appends do not try a new file
         self._waiting_logged = False
+
+    def has_room(self, items: int) -> bool:
+        """Whether ``items`` more keys fit the newest file as it is (no file to create, no
+        pages to fault in, none waiting for space)."""
+        files = self._files
+        return bool(files) and not self._waiting and files[-1].has_room(items)
 
     @property
     def files(self) -> list[IndexFile]:

@@ -951,6 +951,13 @@ class MessageStore:
         message; appends there are then dispatched (and listeners told) at once."""
         self.dispatcher.prompt = waiting
 
+    def set_drain_soon(self, drain_soon: Callable[[Callable[[], None]], None]) -> None:
+        """``drain_soon(drain)`` arranges for ``drain()`` to run soon, from any thread (an
+        event loop's call_soon): the dispatch of an append's record is then left to it
+        instead of to the dispatcher thread's poll (see ``store.dispatcher``)."""
+        dispatcher = self.dispatcher
+        dispatcher.drain_soon = lambda: drain_soon(dispatcher.drain_asked)
+
     def check(self) -> list[str]:
         """Self-check every file kind; return the problems found (empty when healthy)."""
         if self._closed:
