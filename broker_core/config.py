@@ -333,6 +333,11 @@ class BrokerConfig:
     transaction_check_interval: int = 60_000
     transaction_check_max: int = 15
     long_polling_enable: bool = True
+    # SQL92 property filters (``MessageSelector.bySql``): off by default, as in RocketMQ;
+    # off, a SQL92 subscription is refused at CHECK_CLIENT_CONFIG and on every pull.
+    enable_property_filter: bool = False
+    # Whether a SQL92 filter applies to the group's retry topic too (RocketMQ: off).
+    filter_support_retry: bool = False
     # Without long polling, a pull that finds nothing is held this long (ms), not woken early.
     short_polling_time_mills: int = 1_000
     max_frame_size_bytes: int = 16 * 1024 * 1024
@@ -515,6 +520,8 @@ LIVE_BROKER_KEYS = frozenset(
         "brokerPermission",
         "longPollingEnable",
         "shortPollingTimeMills",
+        "enablePropertyFilter",
+        "filterSupportRetry",
         "transactionTimeOut",
         "transactionCheckInterval",
         "transactionCheckMax",

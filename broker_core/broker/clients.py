@@ -21,6 +21,7 @@ from broker_core.model.hashcode import tags_code
 from broker_core.remoting.codes import RequestCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.headers import NotifyConsumerIdsChangedRequestHeader
+from broker_core.sql92 import is_sql92
 from broker_core.tags import parse_tags
 
 log = logging.getLogger(__name__)
@@ -54,16 +55,18 @@ _CONSUME_FROM_WHERE = (
 
 @dataclass(frozen=True, slots=True)
 class Subscription:
-    """A consumer's subscription to one topic: its tag expression and the tags' hashes."""
+    """A consumer's subscription to one topic: its expression (tags, or SQL92 by
+    ``expression_type``) and, for tags, their hashes."""
 
     topic: str
     expression: str
     sub_version: int = 0
+    expression_type: str = "TAG"
 
     @property
     def tags(self) -> frozenset[str] | None:
-        """The subscribed tags, or None for every message (``*`` or empty)."""
-        return parse_tags(self.expression)
+        """The subscribed tags, or None for every message (``*`` or empty) or a SQL92 one."""
+        return None if is_sql92(self.expression_type) else parse_tags(self.expression)
 
     @property
     def tag_codes(self) -> frozenset[int] | None:
@@ -173,7 +176,10 @@ class ClientTables:
                 except (TypeError, ValueError):
                     sub_version = 0
                 subscriptions[str(sub["topic"])] = Subscription(
-                    str(sub["topic"]), str(sub.get("subString") or "*"), sub_version
+                    str(sub["topic"]),
+                    str(sub.get("subString") or "*"),
+                    sub_version,
+                    str(sub.get("expressionType") or "TAG"),
                 )
             joined = client_id not in members
             members[client_id] = ConsumerClient(
@@ -282,6 +288,14 @@ class ClientTables:
     def has_consumer_on(self, group: str, conn: Any) -> bool:
         """Whether a member of ``group`` is registered on the connection ``conn``."""
         return any(client.conn is conn for client in self.consumers.get(group, {}).values())
+
+    def subscriptions_of(self, group: str) -> list[Subscription]:
+        """The group's subscriptions, one per topic (a member's, as ``subscription`` picks)."""
+        found: dict[str, Subscription] = {}
+        for client in self.consumers.get(group, {}).values():
+            for topic, sub in client.subscriptions.items():
+                found.setdefault(topic, sub)
+        return list(found.values())
 
     def subscription(self, group: str, topic: str) -> Subscription | None:
         for client in self.consumers.get(group, {}).values():

@@ -247,6 +247,7 @@ class BrokerController:
         server.register(RequestCode.QUIVER_GET_POP_STATUS, pop.status)
         clients = ClientProcessor(self)
         server.register(RequestCode.HEART_BEAT, clients.heartbeat)
+        server.register(RequestCode.CHECK_CLIENT_CONFIG, clients.check_client_config)
         server.register(RequestCode.UNREGISTER_CLIENT, clients.unregister_client)
         server.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, clients.consumer_list)
         offsets = OffsetProcessor(self)

@@ -58,8 +58,10 @@ from broker_core.remoting.headers import (
     UnregisterClientRequestHeader,
 )
 from broker_core.remoting.server import Handler
+from broker_core.sql92 import is_sql92
 
 if TYPE_CHECKING:
+    from broker_core.client.consumer.common import SubscriptionData
     from broker_core.client.producer.producer import Producer
 
 log = logging.getLogger(__name__)
@@ -441,6 +443,20 @@ class ClientInstance:
         if route is None:
             route = await self.update_route(topic)
         return route
+
+    async def check_subscription(self, group: str, sub: SubscriptionData) -> None:
+        """Ask a master broker of ``sub``'s topic whether it serves ``sub`` (CHECK_CLIENT_CONFIG),
+        for a SQL92 selector; a tag one needs no asking.  As Java's consumers do at start.
+
+        Raises BrokerRefusedError (the broker's code and remark) or NoRouteError.
+        """
+        if not is_sql92(sub.expression_type):
+            return
+        route = await self.route(sub.topic)
+        addrs = sorted(route.master_addrs().values())
+        if not addrs:
+            raise NoRouteError(f"no master broker serves topic {sub.topic!r}")
+        await self.requests.check_client_config(addrs[0], self.config.client_id, group, sub.to_json())
 
     async def update_route(self, topic: str) -> TopicRoute:
         """Ask the nameservers in turn for ``topic``'s route and cache it.

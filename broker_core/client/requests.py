@@ -217,9 +217,7 @@ class BrokerRequests:
         request = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, fields)
         return await self._send(addr, request, timeout_s)
 
-    async def pop_status(
-        self, addr: str, group: str = "", timeout_s: float | None = None
-    ) -> dict[str, Any]:
+    async def pop_status(self, addr: str, group: str = "", timeout_s: float | None = None) -> dict[str, Any]:
         """QUIVER_GET_POP_STATUS: the broker's pop books (of ``group``, or all)."""
         fields = {"consumerGroup": group} if group else {}
         response = await self._send(
@@ -257,3 +255,23 @@ class BrokerRequests:
         if not ids:
             raise ClientError(f"{addr} lists no consumer in group {group!r}")
         return [str(cid) for cid in ids]
+
+    async def check_client_config(
+        self,
+        addr: str,
+        client_id: str,
+        group: str,
+        subscription: dict[str, Any],
+        timeout_s: float | None = None,
+    ) -> None:
+        """CHECK_CLIENT_CONFIG: may ``addr`` serve ``group``'s ``subscription`` (a heartbeat's
+        subscriptionData entry)?  Java consumers ask at start for SQL92 subscriptions.
+
+        Raises BrokerRefusedError with the broker's code and remark (SYSTEM_ERROR when it
+        does not filter by SQL92, SUBSCRIPTION_PARSE_FAILED for a bad expression).
+        """
+        body = orjson.dumps({"clientId": client_id, "group": group, "subscriptionData": subscription})
+        request = RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, {}, body)
+        response = await self._send(addr, request, timeout_s)
+        if response.code != ResponseCode.SUCCESS:
+            raise refused(addr, f"the subscription of {group!r} to {subscription.get('topic')!r}", response)

@@ -544,6 +544,25 @@ def finish_record(record: bytearray, queue_offset: int, physical_offset: int, st
     _LONG.pack_into(record, 48 + born_len, store_timestamp)
 
 
+def record_properties(record: bytes | bytearray | memoryview) -> dict[str, str]:
+    """The properties of one whole record, read straight from its bytes (a pull's filter
+    looks at nothing else).  Raises RecordFormatError when the lengths do not fit."""
+    (sys_flag,) = _INT.unpack_from(record, 36)
+    cursor = 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8) + 8 + (20 if sys_flag & STOREHOST_V6_FLAG else 8)
+    (body_len,) = _INT.unpack_from(record, cursor + 12)
+    cursor += 16 + body_len
+    if body_len < 0 or cursor + 3 > len(record):
+        raise RecordFormatError(f"body length {body_len} overruns the {len(record)}-byte record")
+    cursor += 1 + record[cursor]
+    if cursor + 2 > len(record):
+        raise RecordFormatError("the topic length overruns the record")
+    (props_len,) = _SHORT.unpack_from(record, cursor)
+    cursor += 2
+    if props_len < 0 or cursor + props_len > len(record):
+        raise RecordFormatError(f"properties length {props_len} overruns the record")
+    return decode_properties(bytes(record[cursor : cursor + props_len]))
+
+
 def store_timestamp_pos(sys_flag: int) -> int:
     """Byte position of STORETIMESTAMP in a record with this sysFlag."""
     return 56 if not sys_flag & BORNHOST_V6_FLAG else 68

@@ -706,11 +706,14 @@ class MessageStore:
         offset: int,
         max_count: int,
         tags_codes: Iterable[int] | None = None,
+        record_filter: Callable[[bytes], bool] | None = None,
     ) -> GetMessageResult:
         """Read up to ``max_count`` records of a queue from ``offset`` (a pull).
 
-        ``tags_codes``: when given, only records whose tag hash is in it are returned
-        (entries that do not match are skipped and counted in ``next_begin_offset``).
+        ``tags_codes``: when given, only records whose tag hash is in it are returned;
+        ``record_filter``: when given, only records (whole, as bytes) it accepts (a SQL92
+        subscription looks at their properties).  Entries that do not match are skipped
+        and counted in ``next_begin_offset``.
         """
         cq = self.consume_queues.find(topic, queue_id)
         if cq is None:
@@ -741,7 +744,9 @@ class MessageStore:
         missing = False
         while cursor < max_offset and len(messages) < max_count and scanned < MAX_FILTER_MESSAGE_COUNT:
             # Without a filter every entry is a hit: read just what can be returned.
-            want = max_count - len(messages) if wanted is None else READ_CHUNK_ENTRIES
+            want = (
+                max_count - len(messages) if wanted is None and record_filter is None else READ_CHUNK_ENTRIES
+            )
             entries = cq.entries(cursor, min(max_offset - cursor, want, MAX_FILTER_MESSAGE_COUNT - scanned))
             if not entries:
                 break
@@ -759,6 +764,10 @@ class MessageStore:
                 record = read(phys, size)
                 if record is None:
                     missing = True
+                    cursor += 1
+                    scanned += 1
+                    continue
+                if record_filter is not None and not record_filter(record):
                     cursor += 1
                     scanned += 1
                     continue

@@ -296,3 +296,37 @@ def test_an_unknown_group_is_said_in_words_and_offers_no_forms(
     )
     known = personas["operator"].get(C + "groups/known-group/").content.decode()
     assert 'id="config-form"' in known and 'id="thresholds-form"' in known
+
+
+def test_a_groups_page_shows_each_subscriptions_filter(
+    on_servers: Servers, topic: str, personas: dict[str, Client]
+) -> None:
+    """A SQL92 subscriber (the admin turns ``enablePropertyFilter`` on from the broker's
+    settings page first: off, the consumer cannot start) shows its expression and kind."""
+    from broker_core.client.consumer.common import MessageSelector
+    from broker_core.client.consumer.push import PushConsumer
+    from broker_core.errors import BrokerRefusedError
+    from tests.listeners import Counter
+
+    selector = MessageSelector.by_sql("price > 100 AND region = 'eu'")
+    consumer = PushConsumer("sql-page", on_servers.namesrv_addr).subscribe(topic, selector)
+    with pytest.raises(BrokerRefusedError, match="does not support consumer to filter message by SQL92"):
+        consumer.register_listener(Counter()).start()
+
+    settings = C + f"brokers/{on_servers.broker_addr}/config/"
+    turned = personas["admin"].post(settings, {"key": "enablePropertyFilter", "value": "true"}, follow=True)
+    assert b"is now" in turned.content
+    consumer = PushConsumer("sql-page", on_servers.namesrv_addr).subscribe(topic, selector)
+    consumer.register_listener(Counter()).start()
+
+    def listed() -> str | None:
+        page = personas["viewer"].get(C + "groups/sql-page/").content.decode()
+        return page if 'id="group-subscriptions"' in page else None
+
+    try:
+        page = wait_for(listed, 30, "the group's subscriptions on its page")
+    finally:
+        consumer.shutdown()
+        personas["admin"].post(settings, {"key": "enablePropertyFilter", "value": "false"})
+    assert "SQL92 (by properties)" in page
+    assert "price &gt; 100 AND region = &#x27;eu&#x27;" in page

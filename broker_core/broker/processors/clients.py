@@ -8,12 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from broker_core.broker.filters import sql_filter
 from broker_core.broker.groups import group_not_exist_remark
 from broker_core.broker.retry import ensure_send_back_topic
-from broker_core.errors import StoreError
+from broker_core.errors import ResponseError, StoreError
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.headers import GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader
+from broker_core.sql92 import is_sql92
 from broker_core.topics import retry_topic
 
 if TYPE_CHECKING:
@@ -30,6 +32,35 @@ class ClientProcessor:
         # meanwhile wait for (see ``_persist_offsets``).
         self._writing: asyncio.Future[str] | None = None
         self._next_write: asyncio.Future[str] | None = None
+
+    def check_client_config(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
+        """CHECK_CLIENT_CONFIG: may this broker serve the consumer's subscription?
+
+        Java's push and lite-pull consumers ask at ``start()`` for each subscription that is
+        not by tag, and fail to start on a refusal.  RocketMQ's answers: SUCCESS for a tag
+        subscription (or none); SYSTEM_ERROR "The broker does not support consumer to
+        filter message by SQL92" without ``enablePropertyFilter``; SUBSCRIPTION_PARSE_FAILED
+        for an expression that does not compile (here with what is wrong and where).
+        """
+        try:
+            body = orjson.loads(request.body) if request.body else {}
+        except orjson.JSONDecodeError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"the check body is not JSON: {exc}")
+        sub = body.get("subscriptionData") if isinstance(body, dict) else None
+        if not isinstance(sub, dict):
+            return request.response(ResponseCode.SUCCESS)
+        expression_type = sub.get("expressionType")
+        if not is_sql92(expression_type if isinstance(expression_type, str) else None):
+            return request.response(ResponseCode.SUCCESS)
+        try:
+            sql_filter(
+                str(sub.get("subString") or ""),
+                str(expression_type),
+                enabled=self.broker.config.enable_property_filter,
+            )
+        except ResponseError as exc:
+            return request.response(exc.code, exc.remark)
+        return request.response(ResponseCode.SUCCESS)
 
     def heartbeat(self, request: RemotingCommand, conn: Any) -> RemotingCommand:
         """Register the client's producer and consumer groups.

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from broker_core.broker.clients import ConsumerClient
+from broker_core.broker.clients import ConsumerClient, Subscription
 from broker_core.errors import MessageIllegalError
 from broker_core.model.hashcode import tags_code
 from broker_core.model.message import decode_message_id
@@ -35,19 +35,17 @@ if TYPE_CHECKING:
 FORWARD_TIMEOUT_S = 3.0
 
 
-def subscription_json(
-    topic: str, expression: str, sub_version: int, tags: frozenset[str] | None
-) -> dict[str, Any]:
+def subscription_json(sub: Subscription) -> dict[str, Any]:
     """RocketMQ's SubscriptionData as tools read it."""
-    tag_list = sorted(tags) if tags else []
+    tag_list = sorted(sub.tags) if sub.tags else []
     return {
         "classFilterMode": False,
         "codeSet": [tags_code(tag) for tag in tag_list],
-        "expressionType": "TAG",
-        "subString": expression,
-        "subVersion": sub_version,
+        "expressionType": sub.expression_type,
+        "subString": sub.expression,
+        "subVersion": sub.sub_version,
         "tagsSet": tag_list,
-        "topic": topic,
+        "topic": sub.topic,
     }
 
 
@@ -70,9 +68,7 @@ class ConnectionProcessor:
         subscriptions: dict[str, dict[str, Any]] = {}
         for client in clients:
             for topic, sub in client.subscriptions.items():
-                subscriptions.setdefault(
-                    topic, subscription_json(topic, sub.expression, sub.sub_version, sub.tags)
-                )
+                subscriptions.setdefault(topic, subscription_json(sub))
         newest = max(clients, key=lambda c: c.last_update_ms)
         body = {
             "connectionSet": [client.to_json() for client in clients],

@@ -35,16 +35,18 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from broker_core.broker.clients import BROADCASTING
+from broker_core.broker.filters import PullFilter, pull_filter, retry_records_matching, sql_filter
 from broker_core.broker.groups import group_not_exist_remark
+from broker_core.errors import ResponseError
 from broker_core.model.groupconfig import MASTER_ID, SubscriptionGroupConfig
-from broker_core.model.hashcode import tags_code
 from broker_core.model.message import PHYSICAL_OFFSET_POS
 from broker_core.model.topicconfig import TopicConfig, is_readable
 from broker_core.remoting.codes import ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader, PullSysFlag
+from broker_core.sql92 import is_sql92
 from broker_core.store.results import GetMessageResult, GetMessageStatus
-from broker_core.tags import parse_tags
+from broker_core.topics import retry_topic
 
 if TYPE_CHECKING:
     from broker_core.broker.controller import BrokerController
@@ -157,8 +159,7 @@ class PullProcessor:
                 0,
             )
         if header.sys_flag & PullSysFlag.SUBSCRIPTION:
-            tags = parse_tags(header.subscription)
-            codes = None if tags is None else frozenset(tags_code(t) for t in tags)
+            expression, expression_type = header.subscription, header.expression_type
         else:
             subscription = self.broker.clients.subscription(header.consumer_group, header.topic)
             if subscription is None:
@@ -169,7 +170,12 @@ class PullProcessor:
                     None,
                     header.queue_offset,
                 )
-            codes = subscription.tag_codes
+            expression, expression_type = subscription.expression, subscription.expression_type
+        try:
+            choose = self._filter(header, expression, expression_type)
+        except ResponseError as exc:
+            return self._reply(request, exc.code, exc.remark, None, header.queue_offset)
+        codes, records = choose.tag_codes, choose.records
         store = self.broker.store
         assert store is not None
         slave = self.broker.config.is_slave
@@ -182,7 +188,7 @@ class PullProcessor:
                 header.commit_offset,
             )
         result = store.get_message(
-            header.topic, header.queue_id, header.queue_offset, header.max_msg_nums, codes
+            header.topic, header.queue_id, header.queue_offset, header.max_msg_nums, codes, records
         )
         if (
             result.status.no_new_message
@@ -198,11 +204,28 @@ class PullProcessor:
                 # pull was held: nothing is read for it, nor counted as handed to its group.
                 return self._result_reply(request, header, result)
             result = store.get_message(
-                header.topic, header.queue_id, header.queue_offset, header.max_msg_nums, codes
+                header.topic, header.queue_id, header.queue_offset, header.max_msg_nums, codes, records
             )
         if result.status is GetMessageStatus.FOUND:
             self.broker.stats.record_get(header.consumer_group, header.topic, len(result.messages))
         return self._result_reply(request, header, result)
+
+    def _filter(
+        self, header: PullMessageRequestHeader, expression: str | None, expression_type: str | None
+    ) -> PullFilter:
+        """The pull's filter: its subscription's, and on a retry topic with
+        ``filterSupportRetry`` the group's SQL92 ones (raises ResponseError when refused)."""
+        config = self.broker.config
+        enabled = config.enable_property_filter
+        if config.filter_support_retry and enabled and header.topic == retry_topic(header.consumer_group):
+            by_topic = {
+                sub.topic: sql_filter(sub.expression, sub.expression_type, enabled=True)
+                for sub in self.broker.clients.subscriptions_of(header.consumer_group)
+                if is_sql92(sub.expression_type)
+            }
+            if by_topic:
+                return PullFilter(records=retry_records_matching(by_topic))
+        return pull_filter(expression, expression_type, enabled=enabled)
 
     def _replicated_topic(self, topic: str) -> TopicConfig | None:
         """On a slave, a topic its store holds queues of but whose config has not been copied

@@ -12,7 +12,12 @@ offsets are kept (the broker, or a local file when broadcasting).
 
 from __future__ import annotations
 
-from broker_core.client.consumer.common import ConsumeFromWhere, MessageModel, SubscriptionData
+from broker_core.client.consumer.common import (
+    ConsumeFromWhere,
+    MessageModel,
+    MessageSelector,
+    SubscriptionData,
+)
 from broker_core.client.consumer.litepull import LitePullConsumer
 from broker_core.client.consumer.offsetstore import (
     LocalFileOffsetStore,
@@ -46,6 +51,7 @@ __all__ = [
     "LocalFileOffsetStore",
     "MachineRoomResolver",
     "MessageModel",
+    "MessageSelector",
     "OffsetFileError",
     "OffsetStore",
     "PullConsumer",

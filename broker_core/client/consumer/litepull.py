@@ -30,7 +30,12 @@ from dataclasses import dataclass, field
 
 from broker_core.client.config import ClientConfig
 from broker_core.client.consumer.assignment import Rebalance, start_offset
-from broker_core.client.consumer.common import ConsumeFromWhere, MessageModel, SubscriptionData
+from broker_core.client.consumer.common import (
+    ConsumeFromWhere,
+    MessageModel,
+    MessageSelector,
+    SubscriptionData,
+)
 from broker_core.client.consumer.pull import PullConsumer, PullStatus
 from broker_core.client.consumer.rebalance import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
 from broker_core.client.instance import ClientInstance
@@ -131,8 +136,9 @@ class LitePullConsumer(PullConsumer):
             self,
             broadcasting=self.message_model is MessageModel.BROADCASTING,
         )
-        for topic in self._subscriptions:
+        for topic, sub in self._subscriptions.items():
             await instance.route(topic)
+            await instance.check_subscription(self.group, sub)  # a SQL92 one: served?
         await super()._start(instance)
         self._timers.append(asyncio.create_task(self._every(self.rebalance_interval_ms, self._rebalance)))
         if self._subscriptions or self._manual is not None:
@@ -169,8 +175,13 @@ class LitePullConsumer(PullConsumer):
 
     # -- subscribe and poll -------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str | None = SUB_ALL) -> None:
-        """Consume ``topic`` (messages whose tag matches ``expression``) through ``poll``."""
+    def subscribe(self, topic: str, expression: str | MessageSelector | None = SUB_ALL) -> None:
+        """Consume ``topic`` (messages whose tag matches ``expression``, or that a
+        ``MessageSelector.by_sql`` selector accepts) through ``poll``.
+
+        A SQL92 selector is checked with a broker first (CHECK_CLIENT_CONFIG), as Java's
+        lite-pull consumer does when it starts: BrokerRefusedError when the broker does
+        not filter by SQL92 (``enablePropertyFilter``) or refuses the expression."""
         problem = topic_problem(topic)
         if problem is not None:
             raise ClientError(problem)
@@ -195,7 +206,7 @@ class LitePullConsumer(PullConsumer):
             return []
         return self._run(self._assignment())
 
-    def assign(self, queues: list[MessageQueue], expression: str | None = SUB_ALL) -> None:
+    def assign(self, queues: list[MessageQueue], expression: str | MessageSelector | None = SUB_ALL) -> None:
         """Pull exactly ``queues`` for ``poll`` (RocketMQ's lite-pull ``assign``): no group
         rebalance, each queue from its committed offset or ``consume_from_where``.  Calling
         it again replaces the set; queues left out are committed and released.
@@ -270,6 +281,7 @@ class LitePullConsumer(PullConsumer):
 
     async def _subscribe(self, sub: SubscriptionData) -> None:
         await self.instance.route(sub.topic)
+        await self.instance.check_subscription(self.group, sub)
         self._subscriptions[sub.topic] = sub
         await self.instance.heartbeat_all()
         await self._rebalance()

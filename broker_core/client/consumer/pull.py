@@ -41,6 +41,7 @@ from broker_core.client.consumer.common import (
     ConsumeFromWhere,
     ConsumeType,
     MessageModel,
+    MessageSelector,
     SubscriptionData,
     consumer_data,
 )
@@ -267,12 +268,15 @@ class PullConsumer:
     def pull(
         self,
         mq: MessageQueue,
-        subscription_expression: str | None,
+        subscription_expression: str | MessageSelector | None,
         offset: int,
         max_nums: int = 32,
         timeout_ms: int | None = None,
     ) -> PullResult:
         """Read up to ``max_nums`` messages of ``mq`` from ``offset`` without waiting.
+
+        ``subscription_expression``: a tag expression ("TagA || TagB", ``*``) or a
+        ``MessageSelector`` (``MessageSelector.by_sql("a > 5")``: the broker filters).
 
         Raises BrokerRefusedError (with the broker's code), NoRouteError, RemotingError.
         """
@@ -283,7 +287,7 @@ class PullConsumer:
     def pull_blocking(
         self,
         mq: MessageQueue,
-        subscription_expression: str | None,
+        subscription_expression: str | MessageSelector | None,
         offset: int,
         max_nums: int = 32,
         timeout_ms: int | None = None,
@@ -382,7 +386,7 @@ class PullConsumer:
             commit_offset=0,
             suspend_timeout_millis=suspend_ms or 0,
             subscription=sub.expression,
-            expression_type="TAG",
+            expression_type=sub.expression_type,
         )
         reply = await self.instance.requests.pull_message(addr, header, timeout_s)
         status = _STATUS_BY_CODE.get(reply.code)

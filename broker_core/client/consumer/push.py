@@ -46,6 +46,7 @@ from broker_core.client.consumer.common import (
     ConsumeFromWhere,
     ConsumeType,
     MessageModel,
+    MessageSelector,
     SubscriptionData,
     consumer_data,
 )
@@ -199,7 +200,7 @@ class PushConsumer:
         self.offset_store_dir = offset_store_dir
         self.orderly = orderly
         self.suspend_s = suspend_current_queue_time_ms / 1000
-        self.subscriptions: dict[str, str] = {}
+        self.subscriptions: dict[str, MessageSelector] = {}
         self.listener: Listener | None = None
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
@@ -213,9 +214,11 @@ class PushConsumer:
 
     # -- configuration -------------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str = "*") -> PushConsumer:
-        """Consume ``topic``'s messages whose tag matches ``expression`` ("TagA || TagB", "*")."""
-        self.subscriptions[topic] = expression or "*"
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> PushConsumer:
+        """Consume ``topic``'s messages whose tag matches ``expression`` ("TagA || TagB", "*"),
+        or that a selector accepts (``MessageSelector.by_sql("a > 5")``, checked here; the
+        broker filters, and ``start`` fails when it does not serve SQL92 or refuses it)."""
+        self.subscriptions[topic] = MessageSelector.of(expression)
         return self
 
     def register_listener(self, listener: Listener) -> PushConsumer:
@@ -232,17 +235,17 @@ class PushConsumer:
         """The reconsume count at which a message is given up (to the DLQ)."""
         return effective_max_reconsume_times(self.max_reconsume_times, orderly=self.orderly)
 
-    def _all_subscriptions(self) -> dict[str, str]:
+    def _all_subscriptions(self) -> dict[str, MessageSelector]:
         subs = dict(self.subscriptions)
         if self.clustering:
-            subs.setdefault(retry_topic(self.group), "*")  # redeliveries come through it
+            subs.setdefault(retry_topic(self.group), MessageSelector.by_tag())  # redeliveries
         return subs
 
     def _subscription_data(self) -> list[SubscriptionData]:
         """Every subscription (the retry topic's too), by topic."""
         return [
-            SubscriptionData.of(topic, expression)
-            for topic, expression in sorted(self._all_subscriptions().items())
+            SubscriptionData.of(topic, selector)
+            for topic, selector in sorted(self._all_subscriptions().items())
         ]
 
     def heartbeat_data(self) -> dict[str, Any]:
@@ -321,6 +324,8 @@ class PushConsumer:
             except NoRouteError:
                 if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                     raise
+        for sub in self._subscription_data():  # SQL92 ones: does a broker serve them?
+            await instance.check_subscription(self.group, sub)
         self._rebalancer = Rebalance(
             instance, self.group, self.allocate_strategy, self, broadcasting=not self.clustering
         )
@@ -521,7 +526,7 @@ class PushConsumer:
         assert self._instance is not None and self._store is not None
         mq = pq.mq
         addr = await self._instance.find_broker(mq.broker_name, mq.topic, pq.suggested_broker)
-        expression = self._all_subscriptions().get(mq.topic, "*")
+        selector = self._all_subscriptions().get(mq.topic) or MessageSelector.by_tag()
         commit = self._store.offsets().get(mq, NO_OFFSET) if self.clustering else NO_OFFSET
         sys_flag = PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION
         if commit > 0:
@@ -535,7 +540,8 @@ class PushConsumer:
             sys_flag=sys_flag,
             commit_offset=max(commit, 0),
             suspend_timeout_millis=BROKER_SUSPEND_MAX_MS,
-            subscription=expression,
+            subscription=selector.expression,
+            expression_type=selector.expression_type,
         )
         reply = await self._instance.requests.pull_message(addr, header, PULL_TIMEOUT_S)
         response = reply.response
@@ -543,9 +549,12 @@ class PushConsumer:
         next_offset = answer.next_offset_or(pq.next_offset)
         pq.suggested_broker = answer.suggest_which_broker_id
         if response.code == ResponseCode.SUCCESS:
-            self._found(pq, response.body, expression, next_offset)
+            self._found(pq, response.body, selector, next_offset)
         elif response.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
+            # Nothing matched (a tag or SQL92 filter skipped messages): with nothing held,
+            # the skipped ones count as consumed (RocketMQ's correctTagsOffset).
             pq.next_offset = next_offset
+            self._consumed(pq, [])
         elif response.code == ResponseCode.PULL_OFFSET_MOVED:
             log.warning("consumer %s: offset of %s moved to %d", self.group, mq, next_offset)
             pq.next_offset = next_offset
@@ -553,12 +562,12 @@ class PushConsumer:
         else:
             raise ClientError(f"pull of {mq} refused: {response.code} {response.remark or ''}")
 
-    def _found(self, pq: ProcessQueue, body: bytes, expression: str, next_offset: int) -> None:
+    def _found(self, pq: ProcessQueue, body: bytes, selector: MessageSelector, next_offset: int) -> None:
         try:
             records = list(iter_records(body))
         except RecordFormatError as exc:
             raise ClientError(f"malformed records from the broker: {exc}") from exc
-        wanted = parse_tags(expression)
+        wanted = None if selector.is_sql92 else parse_tags(selector.expression)
         # The broker filtered by tag hash; tags with equal hashes end here.
         msgs = records if wanted is None else [m for m in records if (m.tags or "") in wanted]
         for msg in msgs:
