@@ -86,9 +86,12 @@ def start_server(
     raise SystemExit(f"{name} did not start: see {log_path}")
 
 
-def start_cluster(work: Path, broker_prefix: list[str], flush: str = "ASYNC_FLUSH") -> tuple[Server, Server]:
-    """A nameserver and a broker (``flush``: ASYNC_FLUSH or SYNC_FLUSH), each its own
-    ``python -m broker_core`` process on a free port of 127.0.0.1, storing under ``work``."""
+def start_cluster(
+    work: Path, broker_prefix: list[str], flush: str = "ASYNC_FLUSH", extra: dict[str, str] | None = None
+) -> tuple[Server, Server]:
+    """A nameserver and a broker (``flush``: ASYNC_FLUSH or SYNC_FLUSH; ``extra`` more
+    broker.conf settings), each its own ``python -m broker_core`` process on a free port
+    of 127.0.0.1, storing under ``work``."""
     (work / "namesrv.conf").write_text("listenPort = 0\n")
     namesrv = start_server(
         [sys.executable, "-m", "broker_core", "namesrv", "-c", str(work / "namesrv.conf")],
@@ -109,6 +112,7 @@ def start_cluster(work: Path, broker_prefix: list[str], flush: str = "ASYNC_FLUS
         # standaloneMaintenance left at its default (auto): no platform here, so the broker
         # runs its own delay scan, offset persistence and expiry, as a broker started alone
         # does; none of these benches needs a broker that runs maintenance only on request.
+        **(extra or {}),
     }
     (work / "broker.conf").write_text("".join(f"{k} = {v}\n" for k, v in conf.items()))
     broker = start_server(
