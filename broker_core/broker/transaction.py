@@ -1,14 +1,30 @@
-"""Transactional messages: half messages, END_TRANSACTION and check-back.
+"""Transactional messages: half messages, END_TRANSACTION and check-back, as RocketMQ 4.9 does them.
 
-A producer's half message (sysFlag PREPARED) is stored in ``RMQ_SYS_TRANS_HALF_TOPIC``
-queue 0, its real topic and queue kept in REAL_TOPIC/REAL_QID, so no consumer sees it.
-END_TRANSACTION with COMMIT re-stores it in its real queue (transaction type COMMIT);
-ROLLBACK drops it; either way an op message (``RMQ_SYS_TRANS_OP_HALF_TOPIC``, tag ``d``,
-body = the half's queue offset) records that it is resolved, so a repeated or late answer
-changes nothing.  A half message still unresolved after ``transactionTimeOut`` is checked
-back with a producer of its group (CHECK_TRANSACTION_STATE, oneway) every
-``transactionCheckInterval``, at most ``transactionCheckMax`` times; a producer's answer
-that arrives late is honoured as long as the half is unresolved.
+A producer's half message (sysFlag PREPARED, property ``TRAN_MSG=true``) is stored in
+``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0, its real topic and queue kept in REAL_TOPIC/REAL_QID,
+so no consumer sees it.  END_TRANSACTION with COMMIT stores it in its real queue
+(transaction type COMMIT) with every property it had, ``TRAN_MSG``, ``PGROUP``, REAL_TOPIC and
+REAL_QID included, as RocketMQ's stored bytes have them; ROLLBACK stores nothing.  Either
+way an op message (``RMQ_SYS_TRANS_OP_HALF_TOPIC``, tag ``d``, body = the half's queue
+offset) records that it is resolved, so a repeated or late answer changes nothing.
+
+Check-back walks the half queue from where its last round stopped (kept as the offset of
+group ``CID_RMQ_SYS_TRANS``, so it survives a restart), every ``transactionCheckInterval``:
+
+* a half message younger than its *immunity* is left alone: ``transactionTimeOut``, or its
+  own ``CHECK_IMMUNITY_TIME_IN_SECONDS``.  One with that property is stored again (a copy
+  carrying ``TRAN_PREPARED_QUEUE_OFFSET``) so that the walk may go past it; without it the
+  walk stops there (what follows is younger);
+* an undecided one past it is stored again with ``TRANSACTION_CHECK_TIMES`` one higher (1
+  the first time), and the producer group is asked about that copy
+  (CHECK_TRANSACTION_STATE, oneway); the count travels with the message, so it survives a
+  restart and the producer sees it;
+* one checked ``transactionCheckMax`` times already is given up: copied into
+  ``TRANS_CHECK_MAX_TIME_TOPIC`` and logged.
+
+A transaction is resolved by its unique key, whichever copy the producer's answer names:
+a late answer to an earlier check (or to the send itself) is honoured while the
+transaction is undecided, and settles every copy.
 """
 
 from __future__ import annotations
@@ -19,10 +35,12 @@ from typing import TYPE_CHECKING
 
 from broker_core.aio import stop_task
 from broker_core.model.message import (
+    PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
-    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_TRANSACTION_CHECK_TIMES,
+    PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
@@ -32,10 +50,15 @@ from broker_core.model.message import (
     MessageInner,
     finish_record,
 )
+from broker_core.model.topicconfig import TopicConfig
 from broker_core.remoting.codes import RequestCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.headers import CheckTransactionStateRequestHeader
-from broker_core.topics import RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC
+from broker_core.topics import (
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+)
 
 if TYPE_CHECKING:
     from broker_core.broker.controller import BrokerController
@@ -44,6 +67,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OP_TAG = "d"
+CHECK_GROUP = "CID_RMQ_SYS_TRANS"
+"""Whose offset in the half queue says how far check-back has gone (RocketMQ's name)."""
 
 
 def to_half(msg: MessageInner) -> None:
@@ -66,7 +91,7 @@ class TransactionService:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
         self.resolved: set[int] = set()  # half-topic queue offsets with an op message
-        self.checks: dict[int, int] = {}  # half-topic queue offset -> check-backs sent
+        self.settled: set[str] = set()  # unique keys of resolved transactions
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -76,7 +101,7 @@ class TransactionService:
         return self.broker.store
 
     def load(self) -> None:
-        """Rebuild the resolved set from the op topic (after a restart)."""
+        """Rebuild what is resolved from the op topic (after a restart)."""
         store = self._store
         offset = 0
         while True:
@@ -89,6 +114,19 @@ class TransactionService:
                 except ValueError:
                     continue
             offset = result.next_begin_offset
+        for queue_offset in self.resolved:
+            half = store.get_message(RMQ_SYS_TRANS_HALF_TOPIC, 0, queue_offset, 1)
+            msg = self._decode(half.messages[0]) if half.messages else None
+            key = msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) if msg is not None else None
+            if key:
+                self.settled.add(key)
+
+    def _done(self, queue_offset: int, msg: MessageExt | None) -> bool:
+        """Whether the half at ``queue_offset`` needs nothing more (its transaction resolved)."""
+        if queue_offset in self.resolved:
+            return True
+        key = msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) if msg is not None else None
+        return bool(key) and key in self.settled
 
     # -- END_TRANSACTION -------------------------------------------------------------------
 
@@ -101,13 +139,13 @@ class TransactionService:
         half = self._store.look_message_by_offset(commit_log_offset)
         if half is None or half.topic != RMQ_SYS_TRANS_HALF_TOPIC:
             return f"no half message at commit-log offset {commit_log_offset}"
-        if half.queue_offset in self.resolved:
+        if self._done(half.queue_offset, half):
             return f"half message {half.queue_offset} is already resolved"
         if decision == TRANSACTION_COMMIT_TYPE:
             result = await self._store.put_message_async(self._committed(half))
             if not result.ok:
                 return f"storing the committed message failed: {result.remark}"
-        await self._write_op(half.queue_offset)
+        await self._write_op(half)
         log.info(
             "transaction %s %s%s",
             half.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, half.msg_id),
@@ -118,8 +156,9 @@ class TransactionService:
 
     @staticmethod
     def _committed(half: MessageExt) -> MessageInner:
+        """The message a commit stores: the half's, in its real queue, every property kept
+        (RocketMQ's stored record keeps TRAN_MSG, PGROUP, REAL_TOPIC and REAL_QID)."""
         props = dict(half.properties)
-        props.pop(PROPERTY_TRANSACTION_PREPARED, None)
         topic = props.get(PROPERTY_REAL_TOPIC, half.topic)
         queue_id = int(props.get(PROPERTY_REAL_QUEUE_ID, "0"))
         return MessageInner(
@@ -135,11 +174,15 @@ class TransactionService:
             prepared_transaction_offset=half.commit_log_offset,
         )
 
-    async def _write_op(self, half_queue_offset: int) -> None:
-        op = MessageInner(RMQ_SYS_TRANS_OP_HALF_TOPIC, 0, str(half_queue_offset).encode(), {"TAGS": OP_TAG})
+    async def _write_op(self, half: MessageExt) -> None:
+        op = MessageInner(
+            RMQ_SYS_TRANS_OP_HALF_TOPIC, 0, str(half.queue_offset).encode(), {"TAGS": OP_TAG, "WAIT": "true"}
+        )
         await self._store.put_message_async(op)
-        self.resolved.add(half_queue_offset)
-        self.checks.pop(half_queue_offset, None)
+        self.resolved.add(half.queue_offset)
+        key = half.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        if key:
+            self.settled.add(key)
 
     # -- check-back ------------------------------------------------------------------------
 
@@ -154,70 +197,165 @@ class TransactionService:
         while True:  # the interval is read each round: UPDATE_BROKER_CONFIG may change it
             await asyncio.sleep(self.broker.config.transaction_check_interval / 1000)
             try:
-                self.check_once()
+                await self.check_once()
             except Exception:
                 log.exception("transaction check failed")
 
-    def check_once(self) -> int:
-        """Send a check-back for every half message old enough; return how many were sent."""
+    @property
+    def progress(self) -> int:
+        """The half-queue offset check-back goes on from (every half below is handled)."""
+        store = self._store
+        kept = store.consumer_offsets.query_offset(CHECK_GROUP, RMQ_SYS_TRANS_HALF_TOPIC, 0)
+        return max(kept, store.get_min_offset_in_queue(RMQ_SYS_TRANS_HALF_TOPIC, 0))
+
+    async def check_once(self) -> int:
+        """One round of check-back over the half queue; return how many checks were sent."""
         store = self._store
         config = self.broker.config
         now = self.broker.clock_ms()
+        end = store.get_max_offset_in_queue(RMQ_SYS_TRANS_HALF_TOPIC, 0)  # copies made now wait
+        offset = self.progress
         sent = 0
-        offset = store.get_min_offset_in_queue(RMQ_SYS_TRANS_HALF_TOPIC, 0)
-        while True:
+        walking = True
+        while walking and offset < end:
             result = store.get_message(RMQ_SYS_TRANS_HALF_TOPIC, 0, offset, 32)
             if not result.messages:
-                break
-            for queue_offset in result.queue_offsets:
-                if (
-                    queue_offset in self.resolved
-                    or self.checks.get(queue_offset, 0) >= config.transaction_check_max
-                ):
-                    continue
-                half = store.get_message(RMQ_SYS_TRANS_HALF_TOPIC, 0, queue_offset, 1)
-                msg = self._decode(half.messages[0]) if half.messages else None
-                if msg is None or now - msg.store_timestamp < config.transaction_time_out:
-                    continue
-                if self._check_back(msg):
-                    self.checks[queue_offset] = self.checks.get(queue_offset, 0) + 1
-                    sent += 1
-            offset = result.next_begin_offset
+                if result.next_begin_offset <= offset:
+                    break
+                offset = min(result.next_begin_offset, end)
+                continue
+            for queue_offset, raw in zip(result.queue_offsets, result.messages, strict=False):
+                if queue_offset >= end:
+                    walking = False
+                    break
+                msg = self._decode(raw)
+                if msg is not None and not self._done(queue_offset, msg):
+                    outcome = await self._check_one(queue_offset, msg, now, config.transaction_time_out)
+                    if outcome is None:  # too young, and so is what follows: next round
+                        walking = False
+                        break
+                    sent += outcome
+                offset = queue_offset + 1
+            else:
+                offset = max(offset, min(result.next_begin_offset, end))
+        store.consumer_offsets.commit_offset("", CHECK_GROUP, RMQ_SYS_TRANS_HALF_TOPIC, 0, offset)
         return sent
 
+    async def _check_one(self, queue_offset: int, msg: MessageExt, now: int, timeout_ms: int) -> int | None:
+        """Handle one undecided half: check it back (1), store it again for later or give
+        it up (0), or None when it is too young and the walk must stop here."""
+        props = msg.properties
+        try:
+            checks = int(props.get(PROPERTY_TRANSACTION_CHECK_TIMES, "0"))
+        except ValueError:
+            checks = 0
+        if checks >= self.broker.config.transaction_check_max:
+            await self._give_up(msg, checks)
+            return 0
+        immunity_text = props.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
+        immunity_ms = timeout_ms
+        if immunity_text is not None:
+            try:
+                immunity_ms = int(immunity_text) * 1000
+            except ValueError:
+                immunity_ms = timeout_ms
+        age = now - msg.born_timestamp
+        if 0 <= age < immunity_ms:
+            if immunity_text is None:
+                return None
+            # Its own immunity: stored again so the walk goes on past it.
+            copy = dict(props)
+            copy.setdefault(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, str(queue_offset))
+            return 0 if await self._renew(msg, copy) is not None else None
+        copy = dict(props)
+        copy[PROPERTY_TRANSACTION_CHECK_TIMES] = str(checks + 1)
+        renewed = await self._renew(msg, copy)
+        if renewed is None:
+            return None  # not stored again (disk full...): try this one next round
+        return 1 if self._check_back(renewed) else 0
+
+    async def _renew(self, msg: MessageExt, props: dict[str, str]) -> MessageExt | None:
+        """Store ``msg`` again in the half queue with ``props``; the stored copy, or None."""
+        store = self._store
+        copy = MessageInner(
+            RMQ_SYS_TRANS_HALF_TOPIC,
+            0,
+            msg.body,
+            props,
+            sys_flag=msg.sys_flag & ~TRANSACTION_TYPE_MASK,
+            born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host,
+        )
+        result = await store.put_message_async(copy)
+        if not result.ok:
+            log.warning("cannot store half message %s again for its check: %s", msg.msg_id, result.remark)
+            return None
+        return store.look_message_by_offset(result.wrote_offset)
+
+    async def _give_up(self, msg: MessageExt, checks: int) -> None:
+        """Checked ``transactionCheckMax`` times with no answer: kept in
+        TRANS_CHECK_MAX_TIME_TOPIC for an operator, and no longer checked."""
+        self.broker.topics.ensure(TopicConfig(TRANS_CHECK_MAX_TIME_TOPIC, 1, 1, 6))
+        copy = MessageInner(
+            TRANS_CHECK_MAX_TIME_TOPIC,
+            0,
+            msg.body,
+            dict(msg.properties),
+            flag=msg.flag,
+            sys_flag=msg.sys_flag & ~TRANSACTION_TYPE_MASK,
+            born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host,
+            reconsume_times=msg.reconsume_times,
+        )
+        result = await self._store.put_message_async(copy)
+        log.error(
+            "transaction %s of producer group %s given up after %d check-backs; kept in %s (%s)",
+            msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, msg.msg_id),
+            msg.properties.get(PROPERTY_PRODUCER_GROUP, ""),
+            checks,
+            TRANS_CHECK_MAX_TIME_TOPIC,
+            "stored" if result.ok else f"not stored: {result.remark}",
+        )
+
     def pending(self, limit: int = 1000) -> tuple[list[dict[str, object]], int]:
-        """Half messages not yet committed or rolled back (at most ``limit``, oldest first),
-        with their age and check-backs sent; and how many are pending in all."""
+        """Transactions neither committed nor rolled back (at most ``limit``, oldest first),
+        each by its newest half message, with its age and the check-backs sent; and how
+        many are pending in all."""
         store = self._store
         now = self.broker.clock_ms()
-        rows: list[dict[str, object]] = []
-        total = 0
-        offset = store.get_min_offset_in_queue(RMQ_SYS_TRANS_HALF_TOPIC, 0)
+        newest: dict[str, tuple[int, MessageExt]] = {}  # by unique key (or msgId)
+        offset = self.progress
         while True:
             result = store.get_message(RMQ_SYS_TRANS_HALF_TOPIC, 0, offset, 32)
             if not result.messages:
                 break
             for queue_offset, raw in zip(result.queue_offsets, result.messages, strict=False):
-                if queue_offset in self.resolved:
-                    continue
-                total += 1
                 msg = self._decode(raw)
-                if msg is None or len(rows) >= limit:
+                if msg is None or self._done(queue_offset, msg):
                     continue
-                rows.append(
-                    {
-                        "queueOffset": queue_offset,
-                        "msgId": msg.msg_id,
-                        "uniqKey": msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                        "topic": msg.properties.get(PROPERTY_REAL_TOPIC, msg.topic),
-                        "producerGroup": msg.properties.get(PROPERTY_PRODUCER_GROUP, ""),
-                        "storeTimestamp": msg.store_timestamp,
-                        "ageMs": max(0, now - msg.store_timestamp),
-                        "checkBacks": self.checks.get(queue_offset, 0),
-                    }
-                )
+                key = msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.msg_id
+                newest.pop(key, None)  # a later copy: the transaction moves to its place
+                newest[key] = (queue_offset, msg)
             offset = result.next_begin_offset
-        return rows, total
+        rows: list[dict[str, object]] = []
+        for queue_offset, msg in list(newest.values())[:limit]:
+            try:
+                checks = int(msg.properties.get(PROPERTY_TRANSACTION_CHECK_TIMES, "0"))
+            except ValueError:
+                checks = 0
+            rows.append(
+                {
+                    "queueOffset": queue_offset,
+                    "msgId": msg.msg_id,
+                    "uniqKey": msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                    "topic": msg.properties.get(PROPERTY_REAL_TOPIC, msg.topic),
+                    "producerGroup": msg.properties.get(PROPERTY_PRODUCER_GROUP, ""),
+                    "storeTimestamp": msg.store_timestamp,
+                    "ageMs": max(0, now - msg.born_timestamp),
+                    "checkBacks": checks,
+                }
+            )
+        return rows, len(newest)
 
     @staticmethod
     def _decode(raw: bytes) -> MessageExt | None:
