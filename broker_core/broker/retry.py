@@ -16,7 +16,7 @@ from broker_core.model.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_ORIGIN_MESSAGE_ID,
     PROPERTY_RETRY_TOPIC,
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
     MessageExt,
     MessageInner,
 )
@@ -60,14 +60,15 @@ def max_reconsume_times(config: SubscriptionGroupConfig, asked: int | None) -> i
 
 
 def send_back_properties(original: MessageExt) -> dict[str, str]:
-    """The properties a redelivered or dead-lettered copy of ``original`` carries: where it
-    came from (RETRY_TOPIC, ORIGIN_MESSAGE_ID) and no delay level of its own."""
+    """The properties a redelivered or dead-lettered copy of ``original`` carries, as
+    RocketMQ's broker stores them: every property of the original, where it came from
+    (RETRY_TOPIC, ORIGIN_MESSAGE_ID: the first copy's offset msgId), ``WAIT=false``, and
+    ``DELAY=0`` (no delay; a redelivery's caller sets its level)."""
     props = dict(original.properties)
     props.setdefault(PROPERTY_RETRY_TOPIC, original.topic)
-    props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
-    props.setdefault(
-        PROPERTY_ORIGIN_MESSAGE_ID, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or original.msg_id
-    )
+    props[PROPERTY_DELAY_TIME_LEVEL] = "0"
+    props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
+    props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, original.msg_id)
     return props
 
 

@@ -85,9 +85,6 @@ PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
 PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
 PROPERTY_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
-# Quiver: on a message re-stored by the delay scan, "<level>:<schedule queue offset>"
-# of the SCHEDULE_TOPIC_XXXX entry it delivers; recovery reads it to resume exactly once.
-PROPERTY_SCHEDULE_OFFSET = "SCHEDULE_OFFSET"
 # Timer messages (RocketMQ 5): when to deliver, as an absolute epoch ms or a delay from the
 # store time; a delay level, when a message has one too, wins (RocketMQ drops these then).
 PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"

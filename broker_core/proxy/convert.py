@@ -82,7 +82,7 @@ SYSTEM_PROPERTIES = frozenset(
         "PUSH_REPLY_TIME",
         "CLUSTER",
         "MSG_TYPE",
-        "SCHEDULE_OFFSET",
+        "SCHEDULE_OFFSET",  # Quiver's delivery marker before issue 21: still in older stores
         "__SHARDINGKEY",
         "__STARTDELIVERTIME",
         "TIMER_DELIVER_MS",

@@ -7,11 +7,16 @@ the delivery time (store time + the level's delay).  Within one level queue deli
 only grow, so ``deliver_due`` walks each queue from its delay offset and stops at the
 first entry not yet due.
 
-Exactly once across a crash: each re-stored message carries ``SCHEDULE_OFFSET`` =
-"<level>:<schedule queue offset>" of the entry it delivers.  The delay-offset table
-(``config/delayOffset.json``) is persisted by the checkpoint cycle together with the
-commit-log offset it covers, and recovery's re-dispatch of the records after that offset
-advances the table past every delivery it finds.  So a delivery is either in the log (and
+A delivered message is stored as RocketMQ stores it: its properties as they were, ``DELAY``,
+``REAL_TOPIC`` and ``REAL_QID`` included, and nothing of ours (``MessageStore.put_delivered``
+keeps it from being delayed again and does not wait for the disk).
+
+Exactly once across a crash: the delay-offset table (``config/delayOffset.json``) is
+persisted by the checkpoint cycle together with the commit-log offset it covers, and
+recovery's re-dispatch of the records after that offset advances the table past every
+delivery it finds (``observe``): a delivered record names its level (``DELAY``), and the
+level's queue holds, at or just after the table's offset, the entry whose message it is
+(same unique key, born time, host and body).  So a delivery is either in the log (and
 counted) or not (and done again), never both.
 
 The file also holds the timer messages' progress (``timerProgress``, see ``store.timer``),
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,8 +35,7 @@ from broker_core.model.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
-    PROPERTY_SCHEDULE_OFFSET,
-    PROPERTY_WAIT_STORE_MSG_OK,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
@@ -73,20 +78,15 @@ def apply_delay(msg: MessageInner, max_level: int) -> None:
     msg.queue_id = level - 1
 
 
-def restore_delayed(stored: MessageExt, level: int, schedule_offset: int) -> MessageInner:
-    """The message to append when a delayed one is due: back in its real topic and queue."""
+def restore_delayed(stored: MessageExt) -> MessageInner:
+    """The message to append when a delayed one is due: back in its real topic and queue,
+    every property kept as RocketMQ keeps it (``DELAY``, ``REAL_TOPIC``, ``REAL_QID``)."""
     props = dict(stored.properties)
     topic = props.get(PROPERTY_REAL_TOPIC, stored.topic)
     try:
         queue_id = int(props.get(PROPERTY_REAL_QUEUE_ID, "0"))
     except ValueError:
         queue_id = 0
-    props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
-    props[PROPERTY_SCHEDULE_OFFSET] = f"{level}:{schedule_offset}"
-    # No fsync wait per delivery (RocketMQ does the same): the checkpoint cycle flushes the
-    # commit log before it saves the delay offsets, and the marker above lets recovery
-    # count a delivery only if its record survived, so exactly-once holds without it.
-    props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
     return MessageInner(
         topic,
         queue_id,
@@ -99,6 +99,22 @@ def restore_delayed(stored: MessageExt, level: int, schedule_offset: int) -> Mes
         reconsume_times=stored.reconsume_times,
         prepared_transaction_offset=stored.prepared_transaction_offset,
     )
+
+
+def same_message(a: MessageExt, b: MessageExt) -> bool:
+    """Whether two records hold the same producer message (a delayed one and its delivery)."""
+    return (
+        a.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        == b.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        and a.born_timestamp == b.born_timestamp
+        and a.born_host == b.born_host
+        and a.body_crc == b.body_crc
+        and len(a.body) == len(b.body)
+    )
+
+
+MAX_OBSERVE_SEARCH = 4096
+"""Schedule entries looked at past the table's offset to place one delivery (recovery)."""
 
 
 class ScheduleMessageService(ConfigFile):
@@ -148,18 +164,29 @@ class ScheduleMessageService(ConfigFile):
         if progress is not None and self.timers is not None:
             self.timers.set_progress(progress)
 
-    def observe(self, properties: dict[str, str]) -> None:
-        """Advance the table past a delivery found in the log (recovery re-dispatch)."""
-        marker = properties.get(PROPERTY_SCHEDULE_OFFSET)
-        if not marker:
+    def observe(self, topic: str, properties: Mapping[str, str], phys: int) -> None:
+        """Advance the table past a delivery found in the log (recovery re-dispatch): the
+        record at ``phys``, in ``topic``, with ``properties``."""
+        if topic == SCHEDULE_TOPIC or PROPERTY_REAL_TOPIC not in properties:
             return
-        level_text, _, offset_text = marker.partition(":")
         try:
-            level, offset = int(level_text), int(offset_text)
+            level = min(int(properties.get(PROPERTY_DELAY_TIME_LEVEL, "0")), self.max_level)
         except ValueError:
             return
-        if self.offset_table.get(level, 0) <= offset:
-            self.offset_table[level] = offset + 1
+        if level <= 0:
+            return
+        store = self._store
+        cq = store.consume_queues.find(SCHEDULE_TOPIC, level - 1)
+        delivered = store.look_message_by_offset(phys)
+        if cq is None or delivered is None:
+            return
+        start = max(self.offset_table.get(level, 0), cq.min_offset)
+        for offset in range(start, min(cq.max_offset, start + MAX_OBSERVE_SEARCH)):
+            entry = cq.get(offset)
+            scheduled = store.look_message_by_offset(entry[0]) if entry is not None else None
+            if scheduled is not None and same_message(scheduled, delivered):
+                self.offset_table[level] = offset + 1
+                return
 
     def deliver_due(self, now_ms: int, *, max_messages: int = 10_000) -> tuple[int, int | None]:
         """Re-store every delayed message due at ``now_ms`` in its real topic and queue.
@@ -201,9 +228,9 @@ class ScheduleMessageService(ConfigFile):
                     offset = self._advance(level, offset)
                     continue
                 with self.delivery_lock:
-                    result: PutMessageResult = store.put_message(restore_delayed(stored, level, offset))
+                    result: PutMessageResult = store.put_delivered(restore_delayed(stored))
                     if result.status in _PERMANENT_FAILURES:
-                        # It will never fit (e.g. the marker pushed it past maxMessageSize):
+                        # It will never fit (its real topic's name makes it longer than maxMessageSize):
                         # skip it rather than hold back every later message of its level.
                         log.error(
                             "delayed message %s (level %d, offset %d) cannot be delivered: %s; skipped",

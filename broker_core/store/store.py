@@ -66,6 +66,7 @@ MAX_QUEUE_ID = 1023
 SPACE_PROBE = ".space-probe"  # RocketMQ caps a topic at 1024 queues
 # Pulls with a tag filter scan at most this many entries before answering (RocketMQ).
 MAX_FILTER_MESSAGE_COUNT = 16_000
+_NO_WAIT = {PROPERTY_WAIT_STORE_MSG_OK: "false"}  # how put_delivered's appends are waited for
 # With a tag filter, consume-queue entries are read this many at a time.
 READ_CHUNK_ENTRIES = 256
 # A key query walks at most this many index entries sharing the key's hash.
@@ -269,7 +270,7 @@ class MessageStore:
                 mismatched.append(DamagedRange(req.commit_log_offset, end, f"record: {why}", self.clock_ms()))
                 return
             dispatch(req)
-            observe(req.properties)
+            observe(req.topic, req.properties, req.commit_log_offset)
             observe_timer(req.properties)
 
         started = time.monotonic()
@@ -504,6 +505,15 @@ class MessageStore:
         else:
             result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
             result.remark = "stored on the master; no slave in sync to replicate it to"
+
+    def put_delivered(self, msg: MessageInner) -> PutMessageResult:
+        """Append a delayed message now due, as its delivery (``store.schedule``): not held
+        again for its ``DELAY`` (which it keeps, as RocketMQ's stored copy does) and not
+        waited for on disk (recovery delivers again what did not survive)."""
+        refusal = self._refusal(msg)
+        if refusal is not None:
+            return refusal
+        return self._do_append(self.commit_log.append, msg, _NO_WAIT, "thread")
 
     def put_message(self, msg: MessageInner) -> PutMessageResult:
         """Append and, under SYNC_FLUSH, wait for the disk (FLUSH_DISK_TIMEOUT on timeout)."""

@@ -32,9 +32,9 @@ async def test_it_retries_a_failed_message_then_moves_it_to_the_dlq(tmp_path: Pa
         await create_topic(broker.address, TOPIC, 1)
         broker.groups.update(SubscriptionGroupConfig(GROUP, retry_max_times=2))
         await broker.registration.register_all()
-        assert broker.store.put_message(
-            MessageInner(TOPIC, 0, b"poison", {"TAGS": "T", "UNIQ_KEY": "U-poison"})
-        ).ok
+        poison = MessageInner(TOPIC, 0, b"poison", {"TAGS": "T", "UNIQ_KEY": "U-poison"})
+        first = broker.store.put_message(poison)
+        assert first.ok
 
         deliveries = await run_official_client(
             "failing_consumer_child.py", ns.address, TOPIC, GROUP, "3", home=tmp_path / "c"
@@ -54,5 +54,7 @@ async def test_it_retries_a_failed_message_then_moves_it_to_the_dlq(tmp_path: Pa
         dead = decode_record(result.messages[0])
         assert dead.body == b"poison" and dead.reconsume_times == 3
         assert dead.properties["RETRY_TOPIC"] == TOPIC
-        assert dead.properties["ORIGIN_MESSAGE_ID"] == "U-poison"
+        # As RocketMQ's broker sets it on a send-back: the first copy's offset msgId.
+        assert dead.properties["ORIGIN_MESSAGE_ID"] == first.msg_id
+        assert dead.properties["UNIQ_KEY"] == "U-poison" and dead.properties["DELAY"] == "0"
         assert broker.maintenance.last_runs["delay_scan"].ok

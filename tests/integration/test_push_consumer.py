@@ -125,6 +125,13 @@ async def test_a_refused_message_comes_back_with_reconsume_times_rising(
     assert [m.reconsume_times for m in again[:2]] == [0, 1]
     assert again[1].topic == TOPIC  # the retry shows the original topic
     assert set(collector.bodies()) == {f"m-{i}".encode() for i in range(8)}
+    # Its properties as RocketMQ's broker stores a redelivery: where it came from (the first
+    # copy's offset msgId), its delay level (3 + reconsume times) and the retry queue it
+    # waited for, kept from its delivery.
+    props = again[1].properties
+    assert props["ORIGIN_MESSAGE_ID"] == again[0].msg_id and props["RETRY_TOPIC"] == TOPIC
+    assert props["DELAY"] == "3" and props["WAIT"] == "false"
+    assert props["REAL_TOPIC"] == "%RETRY%push-group" and "REAL_QID" in props
 
 
 async def test_two_consumers_split_the_queues_and_together_get_everything(

@@ -87,10 +87,10 @@ def test_it_skips_a_delayed_message_that_can_no_longer_be_delivered_and_delivers
 ) -> None:
     clock = Clock()
     config = tiny_config(tmp_path / "store", max_message_size=4000)
-    topic = "orders-archive"  # longer than 6 chars: the redelivered copy is larger than the scheduled one
+    topic = "orders-archive-of-2023"  # longer than SCHEDULE_TOPIC_XXXX: the delivered copy is larger
     with MessageStore(config, clock_ms=clock) as store:
         # Stored in SCHEDULE_TOPIC_XXXX the record is exactly maxMessageSize; back in its
-        # topic, with the SCHEDULE_OFFSET marker instead of DELAY, it is 8 bytes over.
+        # topic (a longer name, the same properties) it is 3 bytes over.
         props = encode_properties({"DELAY": "2", "REAL_TOPIC": topic, "REAL_QID": "0"})
         body_len = 4000 - 91 - len(SCHEDULE_TOPIC) - len(props)
         big = store.put_message(MessageInner(topic, 0, b"b" * body_len, {"DELAY": "2"}))
