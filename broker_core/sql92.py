@@ -264,13 +264,13 @@ class _Parser:
     def _or(self) -> Node:
         node = self._and()
         while self._keyword("OR"):
-            node = _or_node(node, self._and())
+            node = _junction(node, self._and(), True)
         return node
 
     def _and(self) -> Node:
         node = self._not()
         while self._keyword("AND"):
-            node = _and_node(node, self._not())
+            node = _junction(node, self._not(), False)
         return node
 
     def _not(self) -> Node:
@@ -377,28 +377,18 @@ def _number_literal(token: _Token, text: str, negative: bool) -> int | float:
     return float(raw.rstrip("dDfF"))
 
 
-def _and_node(left: Node, right: Node) -> Node:
+def _junction(left: Node, right: Node, decisive: bool) -> Node:
+    """AND (``decisive`` False) or OR (True) in SQL's three-valued logic: a side equal to
+    ``decisive`` decides; otherwise unknown if either side is, else the other value."""
+
     def evaluate(props: Props) -> bool | None:
         a = _truth(left(props))
-        if a is False:
-            return False
+        if a is decisive:
+            return decisive
         b = _truth(right(props))
-        if b is False:
-            return False
-        return None if a is None or b is None else True
-
-    return evaluate
-
-
-def _or_node(left: Node, right: Node) -> Node:
-    def evaluate(props: Props) -> bool | None:
-        a = _truth(left(props))
-        if a is True:
-            return True
-        b = _truth(right(props))
-        if b is True:
-            return True
-        return None if a is None or b is None else False
+        if b is decisive:
+            return decisive
+        return None if a is None or b is None else not decisive
 
     return evaluate
 

@@ -79,17 +79,19 @@ def config(ns: NamesrvServer, instance: str) -> ClientConfig:
     return ClientConfig(namesrv_addr=ns.address, instance_name=instance, client_ip="127.0.0.1")
 
 
+def sql_push(ns: NamesrvServer, group: str, collector: Collector) -> PushConsumer:
+    """A push consumer of ``group`` from the first offset, subscribed by ``SELECTOR``."""
+    push = PushConsumer(group, config=config(ns, group), consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    return push.subscribe(TOPIC, MessageSelector.by_sql(SELECTOR)).register_listener(collector)
+
+
 async def test_a_push_consumer_gets_only_what_its_sql92_selector_accepts(
     cluster: tuple[NamesrvServer, BrokerController],
 ) -> None:
     ns, broker = cluster
     wanted = fill(broker)
     collector = Collector()
-    push = (
-        PushConsumer("sql-push", config=config(ns, "push"), consume_from_where="CONSUME_FROM_FIRST_OFFSET")
-        .subscribe(TOPIC, MessageSelector.by_sql(SELECTOR))
-        .register_listener(collector)
-    )
+    push = sql_push(ns, "sql-push", collector)
     async with started(push):
         await until(lambda: set(collector.bodies()) >= wanted)
         # New messages are filtered as they arrive (held pulls woken, then filtered).
@@ -260,11 +262,7 @@ async def test_with_filter_support_retry_redeliveries_are_filtered_too(
     put(broker, retry, 0, b"retry-other-topic", RETRY_TOPIC="Elsewhere")
     assert broker.store is not None and broker.store.wait_dispatched()
     collector = Collector()
-    push = (
-        PushConsumer("sql-retry", config=config(ns, "retry"), consume_from_where="CONSUME_FROM_FIRST_OFFSET")
-        .subscribe(TOPIC, MessageSelector.by_sql(SELECTOR))
-        .register_listener(collector)
-    )
+    push = sql_push(ns, "sql-retry", collector)
     async with started(push):
         await until(lambda: b"retry-yes" in collector.bodies() and b"retry-other-topic" in collector.bodies())
         await asyncio.sleep(0.3)
