@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from broker_core.errors import ConfigError
+from broker_core.remoting.tls import TlsServerSettings
 
 FlushDiskType = Literal["ASYNC_FLUSH", "SYNC_FLUSH"]
 
@@ -220,7 +221,36 @@ def _check_server_protection(config: NamesrvConfig | BrokerConfig) -> None:
 
 
 @dataclass(frozen=True)
-class NamesrvConfig:
+class TlsConfig:
+    """A server's TLS settings (RocketMQ's ``tls.server.*`` and ``tls.enable``), shared by the
+    nameserver's and the broker's configs; the rules are ``remoting.tls``'s."""
+
+    # disabled (plain only), permissive (TLS and plain on one port) or enforcing (TLS only).
+    tls_mode: str = "disabled"
+    # The server's certificate chain and key (PEM), needed unless disabled.
+    tls_server_cert_path: str = ""
+    tls_server_key_path: str = ""
+    tls_server_key_password: str = ""
+    # Certificates that sign client certificates, and whether to ask for one
+    # (none, optional, require).
+    tls_server_trust_cert_path: str = ""
+    tls_server_need_client_auth: str = "none"
+    # This server's own connections out (a broker registering with nameservers) use TLS.
+    tls_enable: bool = False
+
+    def tls_server(self) -> TlsServerSettings:
+        return TlsServerSettings(
+            self.tls_mode,
+            self.tls_server_cert_path,
+            self.tls_server_key_path,
+            self.tls_server_key_password,
+            self.tls_server_trust_cert_path,
+            self.tls_server_need_client_auth,
+        )
+
+
+@dataclass(frozen=True)
+class NamesrvConfig(TlsConfig):
     """Settings of one nameserver (RocketMQ ``NamesrvConfig`` + its server config)."""
 
     listen_port: int = 9876
@@ -251,6 +281,7 @@ class NamesrvConfig:
         if self.server_channel_max_idle_time_seconds <= 0:
             raise ConfigError("serverChannelMaxIdleTimeSeconds must be positive")
         _check_server_protection(self)
+        self.tls_server()  # refused at start with a sentence: a bad mode, a missing file
         if self.scan_not_active_broker_interval <= 0 or self.broker_channel_expired_time <= 0:
             raise ConfigError("scanNotActiveBrokerInterval and brokerChannelExpiredTime must be positive")
 
@@ -282,7 +313,7 @@ MAINTENANCE_MODES: tuple[MaintenanceMode, ...] = ("auto", "true", "false")
 
 
 @dataclass(frozen=True)
-class BrokerConfig:
+class BrokerConfig(TlsConfig):
     """Settings of one broker (RocketMQ ``BrokerConfig`` + its server config).
 
     The store's settings live in ``StoreConfig``; ``load_broker_config`` reads both from one
@@ -384,6 +415,7 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         if self.broker_id < 0:
             raise ConfigError(f"brokerId must be 0 (master) or positive, not {self.broker_id}")
+        self.tls_server()
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort must be 0..65535, not {self.listen_port}")
         if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):

@@ -52,6 +52,7 @@ from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.server import RemotingServer
+from broker_core.remoting.tls import client_context
 from broker_core.store.store import MessageStore
 from broker_core.topics import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -119,8 +120,9 @@ class BrokerController:
             write_buffer_low_water_mark=config.write_buffer_low_water_mark,
             partial_frames_max_bytes=config.server_partial_frames_max_bytes,
             partial_frame_timeout=config.server_partial_frame_timeout_millis / 1000,
+            tls=config.tls_server(),
         )
-        self.client = RemotingClient()
+        self.client = RemotingClient(tls=client_context() if config.tls_enable else None)
         self.clients = ClientTables()
         self.locks = RebalanceLockManager(clock_ms)
         self.store: MessageStore | None = None

@@ -11,9 +11,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
+import ssl
 from dataclasses import dataclass
 
 from broker_core.errors import ConfigError
+from broker_core.remoting.tls import client_context
 
 DEFAULT_INSTANCE_NAME = "DEFAULT"
 
@@ -47,6 +49,15 @@ class ClientConfig:
     # An ACL account (plain_acl.yml): every request is signed with it when set.
     access_key: str | None = None
     secret_key: str | None = None
+    # TLS to the servers (RocketMQ: tls.enable, tls.client.*): needed by a server with
+    # tlsMode = enforcing.  The server is checked against the trusted certificates when
+    # given (RocketMQ's clients check nothing by default); a client certificate is sent when
+    # given (a server with tlsServerNeedClientAuth = require wants one).
+    tls_enable: bool = False
+    tls_client_trust_cert_path: str = ""
+    tls_client_cert_path: str = ""
+    tls_client_key_path: str = ""
+    tls_client_key_password: str = ""
 
     def __post_init__(self) -> None:
         if self.instance_name == DEFAULT_INSTANCE_NAME:
@@ -56,6 +67,17 @@ class ClientConfig:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
         if bool(self.access_key) != bool(self.secret_key):
             raise ConfigError("an ACL account needs both an access key and a secret key")
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        """The SSL context connections are made with (None: plain)."""
+        if not self.tls_enable:
+            return None
+        return client_context(
+            trust_cert_path=self.tls_client_trust_cert_path,
+            cert_path=self.tls_client_cert_path,
+            key_path=self.tls_client_key_path,
+            key_password=self.tls_client_key_password,
+        )
 
     @property
     def namesrv_addrs(self) -> list[str]:

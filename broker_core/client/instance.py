@@ -149,7 +149,9 @@ class ClientInstance:
         self.submit(self._open()).result()
 
     async def _open(self) -> None:
-        self._remoting = RemotingClient(connect_timeout=self.config.request_timeout_ms / 1000)
+        self._remoting = RemotingClient(
+            connect_timeout=self.config.request_timeout_ms / 1000, tls=self.config.tls_context()
+        )
         self._remoting.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_consumer_ids_changed)
         self._remoting.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
         self._remoting.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state)

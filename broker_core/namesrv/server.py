@@ -36,6 +36,7 @@ class NamesrvServer:
             write_buffer_low_water_mark=config.write_buffer_low_water_mark,
             partial_frames_max_bytes=config.server_partial_frames_max_bytes,
             partial_frame_timeout=config.server_partial_frame_timeout_millis / 1000,
+            tls=config.tls_server(),
         )
         for code in self.processor.handlers:
             self.server.register(code, self._handle)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from functools import partial
 
 from broker_core.remoting.command import DEFAULT_MAX_FRAME_SIZE, RemotingCommand
@@ -26,8 +27,16 @@ log = logging.getLogger(__name__)
 class RemotingClient:
     """Sends requests to remote addresses (``"ip:port"``) over pooled connections."""
 
-    def __init__(self, *, connect_timeout: float = 3.0, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+    def __init__(
+        self,
+        *,
+        connect_timeout: float = 3.0,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.connect_timeout = connect_timeout
+        self.tls = tls
+        """The SSL context connections are made with (None: plain)."""
         self._max_frame_size = max_frame_size
         self._dispatcher = RequestDispatcher()
         self._connections: dict[str, Connection] = {}
@@ -72,7 +81,9 @@ class RemotingClient:
 
         try:
             async with asyncio.timeout(self.connect_timeout):
-                _, conn = await loop.create_connection(new_connection, host.strip("[]"), int(port))
+                _, conn = await loop.create_connection(
+                    new_connection, host.strip("[]"), int(port), ssl=self.tls
+                )
         except TimeoutError as exc:
             raise RemotingConnectError(f"{addr}: connect timed out after {self.connect_timeout:g}s") from exc
         except OSError as exc:

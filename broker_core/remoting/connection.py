@@ -20,6 +20,7 @@ from typing import cast
 from broker_core.remoting.codes import RPC_ONEWAY, RPC_TYPE
 from broker_core.remoting.command import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, RemotingCommand, encode
 from broker_core.remoting.errors import ConnectionClosedError, FrameError, RemotingTimeoutError
+from broker_core.remoting.tls import TlsSession
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,8 @@ class Connection(asyncio.Protocol):
         self._corked: list[bytes] | None = None
         # Set after a bad frame: why the connection closes once its running requests end.
         self._doomed: str | None = None
+        # A server connection that speaks TLS (``remoting.tls``): frames go through it.
+        self._tls: TlsSession | None = None
 
     def __repr__(self) -> str:
         state = "closed" if self._closing else "open"
@@ -192,7 +195,9 @@ class Connection(asyncio.Protocol):
     def _flush(self) -> None:
         corked, self._corked = self._corked, None
         if corked and self._transport is not None:
-            self._transport.write(corked[0] if len(corked) == 1 else b"".join(corked))
+            data = corked[0] if len(corked) == 1 else b"".join(corked)
+            tls = self._tls
+            self._transport.write(data if tls is None else tls.wrap(data))
 
     def _next_opaque(self) -> int:
         self._opaque = opaque = (self._opaque + 1) & _OPAQUE_MASK

@@ -39,6 +39,7 @@ import asyncio
 import collections
 import inspect
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 
@@ -48,6 +49,7 @@ from broker_core.remoting.codes import RPC_ONEWAY, RPC_TYPE, ResponseCode
 from broker_core.remoting.command import DEFAULT_MAX_FRAME_SIZE, RemotingCommand
 from broker_core.remoting.connection import PAUSED_BY_BACKLOG, PAUSED_BY_WRITES, Connection
 from broker_core.remoting.errors import FrameError
+from broker_core.remoting.tls import DISABLED, ENFORCING, HANDSHAKE_RECORD, TlsServerSettings, TlsSession
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +214,7 @@ class RemotingServer:
         write_buffer_low_water_mark: int = DEFAULT_WRITE_BUFFER_LOW_WATER_MARK,
         partial_frames_max_bytes: int = DEFAULT_PARTIAL_FRAMES_MAX_BYTES,
         partial_frame_timeout: float | None = DEFAULT_PARTIAL_FRAME_TIMEOUT,
+        tls: TlsServerSettings | None = None,
     ) -> None:
         if not 0 <= write_buffer_low_water_mark <= write_buffer_high_water_mark:
             raise ValueError("the write buffer's low-water mark must be between 0 and its high-water mark")
@@ -221,6 +224,8 @@ class RemotingServer:
         self.partial_frame_timeout = partial_frame_timeout
         self.write_buffer_limits = (write_buffer_high_water_mark, write_buffer_low_water_mark)
         self.partial_frames_max_bytes = partial_frames_max_bytes
+        self.tls_mode = tls.mode if tls is not None else DISABLED
+        self.tls_context = tls.context() if tls is not None else None
         self.partial_frame_bytes = 0
         """Bytes held now in frames not yet whole, over every connection."""
         self._turns: collections.deque[_ServerConnection] = collections.deque()
@@ -406,6 +411,7 @@ class _ServerConnection(Connection):
         self.partial_since = 0.0
         """``time.monotonic()`` when the frame now partial began arriving (0: none is)."""
         self._backlog = False  # whole frames may wait in the decoder for a turn
+        self._sniff = True  # the first read tells whether the peer speaks TLS
 
     @property
     def busy(self) -> bool:
@@ -415,6 +421,11 @@ class _ServerConnection(Connection):
     def data_received(self, data: bytes) -> None:
         if self._doomed is not None:
             return
+        if self._tls is not None or self._sniff:
+            plain = self._through_tls(data)
+            if plain is None:
+                return
+            data = plain
         self.last_read = now = time.monotonic()
         quantum = self._owner.TURN_FRAMES
         try:
@@ -443,6 +454,39 @@ class _ServerConnection(Connection):
             self._pause_reading(PAUSED_BY_BACKLOG)
             self._owner._queue_turn(self)
         # else: paused for another reason; its _resume_reading queues the turn.
+
+    def _through_tls(self, data: bytes) -> bytes | None:
+        """The plain bytes ``data`` carries (None: nothing to frame yet, or the connection
+        is closing).  The first read decides, by tlsMode, whether this peer speaks TLS."""
+        if self._sniff:
+            self._sniff = False
+            mode, context = self._owner.tls_mode, self._owner.tls_context
+            if data[:1] == bytes([HANDSHAKE_RECORD]):
+                if context is None:
+                    self.drop("it began a TLS handshake, and this server's tlsMode is disabled")
+                    return None
+                self._tls = TlsSession(context)
+            elif mode == ENFORCING:
+                self.drop("it speaks the plain protocol, and this server's tlsMode is enforcing")
+                return None
+            else:
+                return data
+        tls = self._tls
+        assert tls is not None
+        try:
+            plain = tls.receive(data)
+        except ssl.SSLError as exc:
+            self.drop(f"TLS failed: {exc}")
+            return None
+        pending = tls.outgoing()
+        if pending and self._transport is not None:
+            self._transport.write(pending)
+        if tls.peer_closed:
+            self.close("the peer ended TLS")
+        if not plain:
+            self.last_read = time.monotonic()
+            return None
+        return plain
 
     def _turn(self, quantum: int) -> int:
         """Answer up to ``quantum`` of the frames that waited; queue again if more wait,

@@ -18,6 +18,7 @@ the ``RemotingClient`` underneath.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -71,6 +72,8 @@ class AdminRequests:
         remoting: a client to share (not closed by ``close``); by default one of our own.
         access_key, secret_key: an ACL account (``plain_acl.yml``); when given, every
             request is signed with it, as RocketMQ's tools do for a broker with ``aclEnable``.
+        tls: an SSL context to connect with (``remoting.tls.client_context``): servers with
+            ``tlsMode = enforcing`` take nothing else.
     """
 
     def __init__(
@@ -82,14 +85,19 @@ class AdminRequests:
         remoting: RemotingClient | None = None,
         access_key: str | None = None,
         secret_key: str | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         if bool(access_key) != bool(secret_key):
             raise AdminError("an ACL account needs both an access key and a secret key")
         self._credentials = (access_key, secret_key) if access_key and secret_key else None
         self.namesrv_addrs = parse_namesrv_addr(namesrv_addr)
         self.timeout = timeout
-        self._remoting = remoting if remoting is not None else RemotingClient(connect_timeout=connect_timeout)
-        self._owns_remoting = remoting is None
+        if remoting is None:
+            remoting = RemotingClient(connect_timeout=connect_timeout, tls=tls)
+            self._owns_remoting = True
+        else:
+            self._owns_remoting = False
+        self._remoting = remoting
         self._namesrv_index = 0  # the last nameserver that answered is asked first
         # Typed broker requests (pull...) over ``_send_command``: signed, AdminUnreachableError.
         self.requests = BrokerRequests(self._send_command)

@@ -403,7 +403,8 @@ class Producer:
         self.instance.check_may_block()
         with self._sync_lock:
             self._sync_sends += 1
-            alone = self._sync_sends == 1
+            # (Over TLS the loop's connection is the one that speaks it.)
+            alone = self._sync_sends == 1 and not self.instance.config.tls_enable
         try:
             if alone:
                 return self._send_blocking(

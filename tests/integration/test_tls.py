@@ -1,0 +1,205 @@
+"""TLS on the remoting protocol: RocketMQ's tlsMode on our nameserver and broker, our clients
+with ``tls_enable``.  Certificates are made here, at run time: a CA, a server certificate
+for 127.0.0.1 and a client certificate, all signed by the CA.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import ipaddress
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from broker_core.broker.controller import BrokerController
+from broker_core.client.config import ClientConfig
+from broker_core.client.message import Message
+from broker_core.client.producer.producer import Producer
+from broker_core.errors import ConfigError
+from broker_core.model.topicconfig import TopicConfig
+from broker_core.namesrv.server import NamesrvServer
+from broker_core.remoting.client import RemotingClient
+from broker_core.remoting.codes import RequestCode, ResponseCode
+from broker_core.remoting.command import RemotingCommand
+from broker_core.remoting.errors import RemotingError
+from broker_core.remoting.tls import client_context
+from broker_core.testing import run_broker, run_namesrv
+
+from .clusterhelpers import started, wait_until_routed
+from .test_push_consumer import Collector, until
+
+TOPIC = "TlsTopic"
+
+
+def _certificate(
+    name: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Name, signer: Any, *, ca: bool
+) -> x509.Certificate:
+    now = dt.datetime.now(dt.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if not ca:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
+        )
+    return builder.sign(signer, hashes.SHA256())
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """PEM files: ca, server cert and key, client cert and key."""
+    where = tmp_path_factory.mktemp("pki")
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Quiver test CA")])
+    ca = _certificate("Quiver test CA", ca_key, ca_name, ca_key, ca=True)
+    files = {"ca": where / "ca.pem"}
+    files["ca"].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    for who in ("server", "client"):
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = _certificate(f"quiver-{who}", key, ca_name, ca_key, ca=False)
+        (where / f"{who}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        (where / f"{who}.key").write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
+        files[who] = where / f"{who}.pem"
+        files[f"{who}_key"] = where / f"{who}.key"
+    return {k: str(v) for k, v in files.items()}
+
+
+def server_tls(pki: dict[str, str], mode: str, **more: Any) -> dict[str, Any]:
+    return {
+        "tls_mode": mode,
+        "tls_server_cert_path": pki["server"],
+        "tls_server_key_path": pki["server_key"],
+        **more,
+    }
+
+
+@pytest.fixture
+async def cluster(
+    tmp_path: Path, pki: dict[str, str], request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[NamesrvServer, BrokerController]]:
+    mode, more = getattr(request, "param", ("enforcing", {}))
+    async with (
+        run_namesrv(**server_tls(pki, mode, **more)) as ns,
+        run_broker(
+            tmp_path / "store", ns.address, tls_enable=True, **server_tls(pki, mode, **more)
+        ) as broker,
+    ):
+        broker.topics.update(TopicConfig(TOPIC, 2, 2, 6))
+        broker.topics_changed()
+        await wait_until_routed(ns, TOPIC)
+        yield ns, broker
+
+
+async def ask(addr: str, tls: ssl.SSLContext | None) -> int:
+    """A GET_BROKER_CONFIG (or, to a nameserver, GET_ROUTEINFO) answer's code over one connection."""
+    client = RemotingClient(tls=tls)
+    try:
+        request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC})
+        return (await client.invoke(addr, request, timeout=3.0)).code
+    finally:
+        await client.close()
+
+
+def tls_config(ns: NamesrvServer, pki: dict[str, str], **more: Any) -> ClientConfig:
+    return ClientConfig(
+        namesrv_addr=ns.address,
+        client_ip="127.0.0.1",
+        tls_enable=True,
+        tls_client_trust_cert_path=pki["ca"],
+        **more,
+    )
+
+
+async def test_enforcing_serves_tls_clients_and_closes_plain_ones(
+    cluster: tuple[NamesrvServer, BrokerController], pki: dict[str, str]
+) -> None:
+    ns, broker = cluster
+    # Our producer and push consumer over TLS, the server checked against the CA.
+    collector = Collector()
+    from broker_core.client.consumer.push import PushConsumer
+
+    push = PushConsumer(
+        "tls-group",
+        config=tls_config(ns, pki, instance_name="c"),
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+    )
+    push.subscribe(TOPIC).register_listener(collector)
+    async with started(Producer("tls-producer", config=tls_config(ns, pki, instance_name="p"))) as producer:
+        for i in range(10):
+            result = await asyncio.to_thread(producer.send, Message(TOPIC, f"secret-{i}".encode()))
+            assert result.status.value == "SEND_OK"
+        async with started(push):
+            await until(lambda: len(collector.bodies()) == 10)
+    assert set(collector.bodies()) == {f"secret-{i}".encode() for i in range(10)}
+
+    # A plain client gets nothing: the server closes its connection.  Over TLS it is
+    # answered (the broker serves no routes, and says so).
+    answers = {ns.address: ResponseCode.SUCCESS, broker.address: ResponseCode.REQUEST_CODE_NOT_SUPPORTED}
+    for addr, answer in answers.items():
+        with pytest.raises(RemotingError):
+            await ask(addr, None)
+        assert await ask(addr, client_context(trust_cert_path=pki["ca"])) == answer
+
+
+@pytest.mark.parametrize("cluster", [("permissive", {})], indirect=True)
+async def test_permissive_takes_tls_and_plain_clients_on_one_port(
+    cluster: tuple[NamesrvServer, BrokerController], pki: dict[str, str]
+) -> None:
+    ns, _broker = cluster
+    assert await ask(ns.address, None) == ResponseCode.SUCCESS
+    assert await ask(ns.address, client_context()) == ResponseCode.SUCCESS  # RocketMQ's default: no check
+    plain = ClientConfig(namesrv_addr=ns.address, client_ip="127.0.0.1", instance_name="plain")
+    async with started(Producer("plain-producer", config=plain)) as producer:
+        result = await asyncio.to_thread(producer.send, Message(TOPIC, b"in the clear"))
+        assert result.status.value == "SEND_OK"
+
+
+async def test_disabled_closes_a_tls_handshake(tmp_path: Path, pki: dict[str, str]) -> None:
+    async with run_namesrv() as ns:
+        with pytest.raises(RemotingError):
+            await ask(ns.address, client_context())
+        assert await ask(ns.address, None) == ResponseCode.TOPIC_NOT_EXIST
+
+
+async def test_a_server_that_requires_client_certificates_refuses_a_client_without_one(
+    pki: dict[str, str],
+) -> None:
+    auth = {"tls_server_need_client_auth": "require", "tls_server_trust_cert_path": pki["ca"]}
+    async with run_namesrv(**server_tls(pki, "enforcing", **auth)) as ns:
+        with pytest.raises(RemotingError):
+            await ask(ns.address, client_context(trust_cert_path=pki["ca"]))
+        signed = {"cert_path": pki["client"], "key_path": pki["client_key"]}
+        answer = await ask(ns.address, client_context(trust_cert_path=pki["ca"], **signed))
+        assert answer == ResponseCode.TOPIC_NOT_EXIST  # answered: the topic is unknown there
+
+
+def test_a_tls_setting_that_cannot_work_is_refused_at_start(pki: dict[str, str], tmp_path: Path) -> None:
+    from broker_core.config import BrokerConfig, NamesrvConfig
+
+    with pytest.raises(ConfigError, match="needs tlsServerCertPath"):
+        BrokerConfig(tls_mode="enforcing")
+    with pytest.raises(ConfigError, match="tlsMode must be disabled, permissive or enforcing"):
+        NamesrvConfig(tls_mode="strict")
+    with pytest.raises(ConfigError, match="no such file"):
+        NamesrvConfig(**server_tls(pki, "permissive", tls_server_key_path=str(tmp_path / "missing.key")))
+    with pytest.raises(ConfigError, match="tlsServerTrustCertPath"):
+        NamesrvConfig(**server_tls(pki, "enforcing", tls_server_need_client_auth="require"))
