@@ -5,10 +5,13 @@ replace ``settings.QUIVER`` with a copy (``{**settings.QUIVER, "HISTORY_DIR": tm
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 from typing import TypedDict, cast
 
 from django.conf import settings
+
+from broker_core.remoting.tls import client_context
 
 
 class QuiverSettings(TypedDict):
@@ -30,6 +33,10 @@ class QuiverSettings(TypedDict):
     REPLICATION_MAX_BEHIND_BYTES: int
     REPLICATION_MAX_BEHIND_SECONDS: int
     BROKER_TIMEOUT_SECONDS: int
+    TLS_ENABLE: bool
+    TLS_TRUST_CERT_PATH: str
+    TLS_CERT_PATH: str
+    TLS_KEY_PATH: str
     FORGET_BROKER_SECONDS: int
     REPORTS_DIR: str
     REPORTS_HISTORY_PATH: str
@@ -45,3 +52,29 @@ class QuiverSettings(TypedDict):
 def platform_settings() -> QuiverSettings:
     """The settings in force now (a test may have replaced them)."""
     return cast(QuiverSettings, settings.QUIVER)
+
+
+def tls_context() -> ssl.SSLContext | None:
+    """The SSL context the platform connects to the servers with (None: plain)."""
+    config = platform_settings()
+    if not config["TLS_ENABLE"]:
+        return None
+    return client_context(
+        trust_cert_path=config["TLS_TRUST_CERT_PATH"],
+        cert_path=config["TLS_CERT_PATH"],
+        key_path=config["TLS_KEY_PATH"],
+    )
+
+
+def tls_source_options() -> list[str]:
+    """The same, as the Spark source's options (``--source-option`` arguments)."""
+    config = platform_settings()
+    if not config["TLS_ENABLE"]:
+        return []
+    options = {
+        "tlsEnable": "true",
+        "tlsTrustCertPath": config["TLS_TRUST_CERT_PATH"],
+        "tlsCertPath": config["TLS_CERT_PATH"],
+        "tlsKeyPath": config["TLS_KEY_PATH"],
+    }
+    return [arg for key, value in options.items() if value for arg in ("--source-option", f"{key}={value}")]

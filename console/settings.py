@@ -54,6 +54,14 @@ def envint(name: str, default: int, *, minimum: int | None = None, maximum: int 
     return number
 
 
+def tls_path(name: str) -> str:
+    """A PEM file the platform's TLS uses: the variable's value, which must name a file."""
+    value = os.environ.get(name, "").strip()
+    if value and not Path(value).is_file():
+        raise ImproperlyConfigured(f"{name}={value!r}: no such file (a PEM certificate or key)")
+    return value
+
+
 def spark_executor_env() -> str:
     """``QUIVER_SPARK_EXECUTOR_ENV`` (ship or none); ImproperlyConfigured with its sentence."""
     from spark_reports.executorenv import ExecutorEnvError, mode
@@ -164,6 +172,14 @@ QUIVER: QuiverSettings = {
     "REPLICATION_MAX_BEHIND_SECONDS": envint("QUIVER_REPLICATION_MAX_BEHIND_SECONDS", 30, minimum=0),
     # Seconds each broker call of a job may take before the broker is reported down.
     "BROKER_TIMEOUT_SECONDS": envint("QUIVER_BROKER_TIMEOUT_SECONDS", 5, minimum=1),
+    # TLS to the nameservers and brokers (needed when they run with tlsMode = enforcing):
+    # the console, the Celery jobs and the Spark reports connect with it.  The servers are
+    # checked against QUIVER_TLS_TRUST_CERT_PATH when set; a client certificate is sent when
+    # QUIVER_TLS_CERT_PATH and QUIVER_TLS_KEY_PATH are set.
+    "TLS_ENABLE": envbool("QUIVER_TLS_ENABLE", False),
+    "TLS_TRUST_CERT_PATH": tls_path("QUIVER_TLS_TRUST_CERT_PATH"),
+    "TLS_CERT_PATH": tls_path("QUIVER_TLS_CERT_PATH"),
+    "TLS_KEY_PATH": tls_path("QUIVER_TLS_KEY_PATH"),
     # A broker the nameservers stop listing is still tried and reported down for this long.
     "FORGET_BROKER_SECONDS": envint("QUIVER_FORGET_BROKER_SECONDS", 3600, minimum=0),
     # Spark reports (console/reports): where runs write (any Hadoop path when Spark runs on a

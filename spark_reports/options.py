@@ -51,6 +51,11 @@ class ScanOptions:
     include_system_topics: bool = False
     access_key: str | None = None
     secret_key: str | None = None
+    # TLS to the servers (options tlsEnable, tlsTrustCertPath, tlsCertPath, tlsKeyPath).
+    tls_enable: bool = False
+    tls_trust_cert_path: str = ""
+    tls_cert_path: str = ""
+    tls_key_path: str = ""
     timeout_s: float = 10.0
     pipeline_depth: int = 8
 
@@ -96,6 +101,10 @@ class ScanOptions:
             include_system_topics=parse_bool("includeSystemTopics", opts.get("includesystemtopics")),
             access_key=access_key,
             secret_key=secret_key,
+            tls_enable=parse_bool("tlsEnable", opts.get("tlsenable")),
+            tls_trust_cert_path=opts.get("tlstrustcertpath", ""),
+            tls_cert_path=opts.get("tlscertpath", ""),
+            tls_key_path=opts.get("tlskeypath", ""),
             timeout_s=float(parse_int("timeoutSeconds", opts, 10, 1)),
             pipeline_depth=parse_int("pipelineDepth", opts, 8, 1),
         )

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from broker_core.client.admin import AdminClient
-from console.quiver import platform_settings
+from console.quiver import platform_settings, tls_context
 
 T = TypeVar("T")
 
@@ -41,7 +41,7 @@ def _client(namesrv_addr: str) -> AdminClient:
         if client is None:
             timeout = float(platform_settings()["BROKER_TIMEOUT_SECONDS"])
             client = clients[namesrv_addr] = AdminClient(
-                namesrv_addr, timeout=timeout, connect_timeout=timeout
+                namesrv_addr, timeout=timeout, connect_timeout=timeout, tls=tls_context()
             )
         return client
 

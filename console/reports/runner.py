@@ -24,7 +24,7 @@ from typing import IO, Any
 from django.utils import timezone
 
 from console.core.supervisor import child_preexec
-from console.quiver import platform_settings
+from console.quiver import platform_settings, tls_source_options
 from console.reports import services, warm
 from console.reports.models import ReportRun
 from nameserver.clusters import find_cluster
@@ -102,7 +102,7 @@ def command(run: ReportRun, namesrv_addr: str) -> list[str]:
     ]
     if run.topics:
         argv += ["--topics", ",".join(run.topics)]
-    return argv
+    return argv + tls_source_options()
 
 
 @dataclass

@@ -25,11 +25,14 @@ class Servers:
 
 
 @contextlib.contextmanager
-def run_servers(work: Path, **broker_settings: Any) -> Iterator[Servers]:
+def run_servers(
+    work: Path, namesrv_settings: dict[str, Any] | None = None, **broker_settings: Any
+) -> Iterator[Servers]:
     """A nameserver and a broker (``broker-a``) as child processes, the store under ``work``;
-    ``broker_settings`` add to or override its broker.conf."""
+    ``namesrv_settings`` and ``broker_settings`` add to or override their .conf files."""
     with contextlib.ExitStack() as stack:
-        (work / "namesrv.conf").write_text("listenPort = 0\n")
+        namesrv_conf = {"listenPort": 0, **(namesrv_settings or {})}
+        (work / "namesrv.conf").write_text("".join(f"{k} = {v}\n" for k, v in namesrv_conf.items()))
         _, namesrv = stack.enter_context(
             cli_server("namesrv", work / "namesrv.conf", log=work / "namesrv.log")
         )
