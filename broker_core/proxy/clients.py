@@ -27,6 +27,7 @@ import orjson
 
 from broker_core.client.admin import AdminClient
 from broker_core.errors import AdminError
+from broker_core.proxy.convert import filter_of
 from broker_core.proxy.stubs import load
 from broker_core.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
@@ -82,7 +83,8 @@ class V5Client:
     language: str = "OTHER"
     version: str = ""
     addr: str = ""
-    subscriptions: dict[str, str] = field(default_factory=dict)  # topic -> tag expression
+    # topic -> (expression, expression type: TAG or SQL92)
+    subscriptions: dict[str, tuple[str, str]] = field(default_factory=dict)
     sessions: list[TelemetrySession] = field(default_factory=list)
 
     @property
@@ -108,8 +110,8 @@ class V5Client:
                     "messageModel": "CLUSTERING",
                     "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
                     "subscriptionDataSet": [
-                        {"topic": topic, "subString": expression, "subVersion": 0, "expressionType": "TAG"}
-                        for topic, expression in sorted(self.subscriptions.items())
+                        {"topic": topic, "subString": expression, "subVersion": 0, "expressionType": kind}
+                        for topic, (expression, kind) in sorted(self.subscriptions.items())
                     ],
                     "unitMode": False,
                 }
@@ -153,8 +155,7 @@ class ClientRegistry:
         if settings.HasField("subscription"):
             client.group = settings.subscription.group.name or client.group
             client.subscriptions = {
-                entry.topic.name: entry.expression.expression or "*"
-                for entry in settings.subscription.subscriptions
+                entry.topic.name: filter_of(entry.expression) for entry in settings.subscription.subscriptions
             }
 
     def producer_session(self, topic: str) -> TelemetrySession | None:

@@ -72,8 +72,8 @@ class ClientCommands:
                 "answeredBy": "the gRPC proxy, for its RocketMQ 5 client",
             },
             "subscriptionSet": [
-                {"topic": topic, "subString": expression, "expressionType": "TAG", "subVersion": 0}
-                for topic, expression in sorted(client.subscriptions.items())
+                {"topic": topic, "subString": expression, "expressionType": kind, "subVersion": 0}
+                for topic, (expression, kind) in sorted(client.subscriptions.items())
             ],
             "mqTable": {},
             "statusTable": {},

@@ -38,12 +38,11 @@ from broker_core.model.receipt import ReceiptHandle, ReceiptHandleError
 from broker_core.model.topicconfig import PERM_READ
 from broker_core.proxy.convert import (
     MAX_LONG_POLLING_MS,
-    MessageRefused,
     duration,
     duration_millis,
     long_polling_ms,
+    request_filter,
     status,
-    tag_expression,
     timestamp,
     v2_message,
 )
@@ -167,11 +166,7 @@ class Consumption:
                 )
             )
             return
-        try:
-            expression = tag_expression(request)
-        except MessageRefused as exc:
-            yield svc.ReceiveMessageResponse(status=status(exc.code, str(exc)))
-            return
+        expression, expression_type = request_filter(request)
         poll_ms = long_polling_ms(request)
         masters = await self._masters(topic)
         if not isinstance(masters, dict):
@@ -192,7 +187,7 @@ class Consumption:
             invisible_time=invisible_ms,
             poll_time=poll_ms,
             born_time=int(time.time() * 1000),
-            exp_type="TAG",
+            exp_type=expression_type,
             exp=expression,
         )
         try:

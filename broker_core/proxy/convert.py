@@ -233,13 +233,16 @@ def long_polling_ms(request: Any) -> int:
     return min(max(duration_millis(request.long_polling_timeout), 0), MAX_LONG_POLLING_MS)
 
 
-def tag_expression(request: Any) -> str:
-    """The tag expression of a ReceiveMessage or PullMessage (``*`` when it has none).
+def filter_of(expression: Any) -> tuple[str, str]:
+    """A v5 ``FilterExpression`` as a subscription's expression and RocketMQ expression type
+    (``TAG``, ``*`` when empty; or ``SQL92``, which the broker evaluates)."""
+    if expression.type == pb.SQL:
+        return str(expression.expression), "SQL92"
+    return str(expression.expression or "*"), "TAG"
 
-    Raises ``MessageRefused`` (NOT_IMPLEMENTED) for a SQL92 expression: not served yet.
-    """
+
+def request_filter(request: Any) -> tuple[str, str]:
+    """The filter of a ReceiveMessage or PullMessage (every message by tag when it has none)."""
     if not request.HasField("filter_expression"):
-        return "*"
-    if request.filter_expression.type == pb.SQL:
-        raise MessageRefused(pb.NOT_IMPLEMENTED, "SQL92 filter expressions are not served yet; filter by tag")
-    return str(request.filter_expression.expression or "*")
+        return "*", "TAG"
+    return filter_of(request.filter_expression)

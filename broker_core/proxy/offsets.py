@@ -36,10 +36,9 @@ from broker_core.errors import AdminError, AdminUnreachableError, BrokerRefusedE
 from broker_core.model.message import RecordFormatError, iter_records
 from broker_core.proxy.consumption import Route
 from broker_core.proxy.convert import (
-    MessageRefused,
     long_polling_ms,
+    request_filter,
     status,
-    tag_expression,
     to_millis,
     v2_message,
 )
@@ -215,11 +214,7 @@ class OffsetRpcs:
                 status=status(pb.BAD_REQUEST, f"batch_size must be 1..{MAX_PULL_BATCH}, not {batch}")
             )
             return
-        try:
-            expression = tag_expression(request)
-        except MessageRefused as exc:
-            yield svc.PullMessageResponse(status=status(exc.code, str(exc)))
-            return
+        expression, expression_type = request_filter(request)
         poll_ms = long_polling_ms(request)
         found = await self._queue_addr(request.message_queue)
         if not isinstance(found, tuple):
@@ -238,7 +233,7 @@ class OffsetRpcs:
             sys_flag=flags,
             suspend_timeout_millis=poll_ms,
             subscription=expression,
-            expression_type="TAG",
+            expression_type=expression_type,
         )
         try:
             reply = await client.requests.pull_message(

@@ -54,12 +54,22 @@ def emit(event: str, msg: object = None, **extra: object) -> None:
         print(json.dumps(line), flush=True)
 
 
+def subscription(topic: str) -> dict[str, FilterExpression]:
+    """Every message of ``topic``, or those a SQL92 expression accepts (``V5_SQL92``)."""
+    sql = os.environ.get("V5_SQL92")
+    if sql:
+        from rocketmq.grpc_protocol import FilterType
+
+        return {topic: FilterExpression(sql, FilterType.SQL)}
+    return {topic: FilterExpression("*")}
+
+
 def simple(endpoints: str, topic: str, group: str, await_s: int = 2) -> SimpleConsumer:
     credentials = Credentials(os.environ.get("V5_ACCESS_KEY", ""), os.environ.get("V5_SECRET_KEY", ""))
     consumer = SimpleConsumer(
         ClientConfiguration(endpoints, credentials),
         group,
-        {topic: FilterExpression("*")},
+        subscription(topic),
         await_duration=await_s,
     )
     consumer.startup()

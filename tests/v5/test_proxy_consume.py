@@ -367,3 +367,23 @@ async def test_v5_clients_are_registered_with_the_brokers_by_their_heartbeats(tm
                 await stub.NotifyClientTermination(bye, metadata=metadata, timeout=5)
             ).status.code == pb.OK
             assert p.broker.clients.consumer_clients("v5-watch") == []
+
+
+async def test_a_v5_consumer_with_a_sql92_filter_gets_only_what_it_accepts(tmp_path: Path) -> None:
+    """RocketMQ 5's SQL92 ``FilterExpression`` through the proxy: the broker filters (with
+    ``enablePropertyFilter``); without it the broker's refusal reaches the client."""
+    sql = {"V5_SQL92": "n >= 15 AND TAGS = 'TagB'"}
+    async with platform(tmp_path / "store", enable_property_filter=True) as p:
+        await routed(p)
+        await send_4x(p, 20)  # property n = 0..19
+        args = ("consumer_child.py", p.proxy.address, TOPIC, "v5-sql", "drain", "5", "30")
+        got = events(await run_v5(*args, home=tmp_path / "h", env=sql), "received")
+        assert sorted(int(g["properties"]["n"]) for g in got) == [15, 16, 17, 18, 19]
+    async with platform(tmp_path / "store2") as p:
+        await routed(p)
+        await send_4x(p, 2)
+        args = ("consumer_child.py", p.proxy.address, TOPIC, "v5-sql-off", "drain", "1", "30")
+        lines = await run_v5(*args, home=tmp_path / "h2", env=sql)
+        assert not [line for line in lines if line["event"] == "received"]
+        errors = [line["error"] for line in lines if line["event"] == "error"]
+        assert errors and "does not support consumer to filter message by SQL92" in errors[0]

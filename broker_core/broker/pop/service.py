@@ -23,10 +23,10 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from broker_core.broker.filters import PullFilter
 from broker_core.broker.pop.book import AckOutcome, InFlight, QueueBook
 from broker_core.broker.pop.journal import BookKey, PopJournal
 from broker_core.broker.retry import dead_letter_copy
@@ -164,7 +164,7 @@ class PopService:
         queue_ids: list[int],
         max_nums: int,
         invisible_ms: int,
-        tag_codes: Iterable[int] | None,
+        choose: PullFilter,
         *,
         fifo: bool,
         max_attempts: int,
@@ -172,7 +172,6 @@ class PopService:
         """Hand out up to ``max_nums`` messages of ``topic`` from ``queue_ids`` (taken in
         turn, so concurrent consumers spread over the queues)."""
         now = self.broker.clock_ms()
-        codes = frozenset(tag_codes) if tag_codes is not None else None
         start = self._turn % len(queue_ids) if queue_ids else 0
         self._turn += 1
         out = PopOutcome(now, [], 0, {})
@@ -186,7 +185,7 @@ class PopService:
             if room > 0:
                 out.start_offsets[queue_id] = book.cursor
                 self._pop_queue(
-                    key, book, room, now, invisible_ms, codes, fifo, max_attempts, out, records, doomed
+                    key, book, room, now, invisible_ms, choose, fifo, max_attempts, out, records, doomed
                 )
                 self._commit(key, book)
             out.rest += max(0, self.store.get_max_offset_in_queue(topic, queue_id) - book.cursor)
@@ -202,7 +201,7 @@ class PopService:
         room: int,
         now: int,
         invisible_ms: int,
-        codes: frozenset[int] | None,
+        choose: PullFilter,
         fifo: bool,
         max_attempts: int,
         out: PopOutcome,
@@ -264,7 +263,7 @@ class PopService:
             if fifo and sum(len(q) for q in book.held.values()) >= MAX_HELD:
                 return
             want = room - taken if not fifo else max(room - taken, 32)
-            result = store.get_message(topic, queue_id, book.cursor, want, codes)
+            result = store.get_message(topic, queue_id, book.cursor, want, choose.tag_codes, choose.records)
             status = result.status
             if status is GetMessageStatus.FOUND:
                 for offset, record in zip(result.queue_offsets, result.messages, strict=True):

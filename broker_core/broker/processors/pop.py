@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from broker_core.broker.filters import pull_filter
 from broker_core.broker.groups import group_not_exist_remark
 from broker_core.broker.pop.book import AckOutcome, InFlight
 from broker_core.broker.pop.service import PopService
 from broker_core.broker.processors.pull import MAX_SUSPEND_MS, PullHoldService
-from broker_core.model.hashcode import tags_code
+from broker_core.errors import ResponseError
 from broker_core.model.receipt import ReceiptHandle, ReceiptHandleError
 from broker_core.model.topicconfig import is_readable
 from broker_core.remoting.codes import ResponseCode
@@ -40,7 +41,6 @@ from broker_core.remoting.popheaders import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
-from broker_core.tags import parse_tags
 
 if TYPE_CHECKING:
     from broker_core.broker.controller import BrokerController
@@ -106,12 +106,12 @@ class PopProcessor:
                 f"queueId[{header.queue_id}] is illegal, topic {header.topic} has {queue_count} read queues",
             )
         queue_ids = list(range(queue_count)) if header.queue_id < 0 else [header.queue_id]
-        if header.exp_type.upper() != "TAG":
-            return request.response(
-                ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"expression type {header.exp_type} is not supported"
+        try:
+            choose = pull_filter(
+                header.exp, header.exp_type, enabled=self.broker.config.enable_property_filter
             )
-        tags = parse_tags(header.exp)
-        codes = None if tags is None else frozenset(tags_code(t) for t in tags)
+        except ResponseError as exc:
+            return request.response(exc.code, exc.remark)
         fifo = header.order or group.consume_message_orderly
         max_attempts = group.retry_max_times + 1
         service = self.service
@@ -124,7 +124,7 @@ class PopProcessor:
                 queue_ids,
                 header.max_msg_nums,
                 header.invisible_time,
-                codes,
+                choose,
                 fifo=fifo,
                 max_attempts=max_attempts,
             )
