@@ -157,7 +157,8 @@ def config_properties(config: Any) -> dict[str, str]:
     """A config dataclass as RocketMQ-style properties (what GET_BROKER_CONFIG answers).
 
     Values are written as a broker.conf would spell them (booleans ``true``/``false``);
-    a StoreConfig's ``extra`` keys are kept as they came.
+    a StoreConfig's ``extra`` keys are kept as they came.  A secret (``SECRET_FIELDS``) that
+    is set shows as ``******``: whoever may read the settings may not read it.
     """
     props: dict[str, str] = {}
     for spec in dataclasses.fields(config):
@@ -165,8 +166,14 @@ def config_properties(config: Any) -> dict[str, str]:
         if spec.name == "extra":
             props.update({str(k): str(v) for k, v in value.items()})
             continue
+        if spec.name in SECRET_FIELDS and value:
+            value = MASKED
         props[snake_to_camel(spec.name)] = str(value).lower() if isinstance(value, bool) else str(value)
     return props
+
+
+SECRET_FIELDS = frozenset({"tls_server_key_password"})
+MASKED = "******"
 
 
 def _coerce(key: str, raw: str, type_name: object) -> Any:

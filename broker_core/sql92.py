@@ -48,6 +48,8 @@ EXPRESSION_TYPE = "SQL92"
 
 MAX_EXPRESSION_LENGTH = 4096
 """Longest expression accepted (a subscription travels in every heartbeat)."""
+MAX_NESTING = 64
+"""Deepest nesting of parentheses and NOTs accepted."""
 
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 
@@ -229,6 +231,7 @@ class _Parser:
         self.text = text
         self.tokens = _tokens(text)
         self.at = 0
+        self.depth = 0
 
     @property
     def token(self) -> _Token:
@@ -273,9 +276,16 @@ class _Parser:
             node = _junction(node, self._not(), False)
         return node
 
+    def _nested(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self._fail(f"the expression nests deeper than {MAX_NESTING} levels")
+
     def _not(self) -> Node:
         if self._keyword("NOT"):
+            self._nested()
             inner = self._not()
+            self.depth -= 1
             return lambda props: _not_value(_truth(inner(props)))
         return self._predicate()
 
@@ -321,7 +331,9 @@ class _Parser:
     def _operand(self) -> _Operand:
         token = self.token
         if self._op("("):
+            self._nested()
             node = self._or()
+            self.depth -= 1
             if self._op(")") is None:
                 raise self._fail("expected ')'")
             return _Operand(node, token=token)

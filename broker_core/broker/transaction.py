@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from broker_core.aio import stop_task
@@ -67,6 +68,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OP_TAG = "d"
+
+
+@dataclass
+class _Walk:
+    """Where a check round has got to (the half-queue offset) and the checks it sent."""
+
+    offset: int
+    sent: int = 0
+
+
 CHECK_GROUP = "CID_RMQ_SYS_TRANS"
 """Whose offset in the half queue says how far check-back has gone (RocketMQ's name)."""
 
@@ -92,6 +103,7 @@ class TransactionService:
         self.broker = broker
         self.resolved: set[int] = set()  # half-topic queue offsets with an op message
         self.settled: set[str] = set()  # unique keys of resolved transactions
+        self._ending: set[str] = set()  # unique keys whose END_TRANSACTION is being applied
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -116,7 +128,8 @@ class TransactionService:
             offset = result.next_begin_offset
         for queue_offset in self.resolved:
             half = store.get_message(RMQ_SYS_TRANS_HALF_TOPIC, 0, queue_offset, 1)
-            msg = self._decode(half.messages[0]) if half.messages else None
+            found = half.messages and half.queue_offsets[0] == queue_offset  # not a later one
+            msg = self._decode(half.messages[0]) if found else None
             key = msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) if msg is not None else None
             if key:
                 self.settled.add(key)
@@ -141,11 +154,18 @@ class TransactionService:
             return f"no half message at commit-log offset {commit_log_offset}"
         if self._done(half.queue_offset, half):
             return f"half message {half.queue_offset} is already resolved"
-        if decision == TRANSACTION_COMMIT_TYPE:
-            result = await self._store.put_message_async(self._committed(half))
-            if not result.ok:
-                return f"storing the committed message failed: {result.remark}"
-        await self._write_op(half)
+        key = half.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or half.msg_id
+        if key in self._ending:  # two answers at once (the send's and a check-back's copy)
+            return f"transaction {key} is being resolved by another answer"
+        self._ending.add(key)
+        try:
+            if decision == TRANSACTION_COMMIT_TYPE:
+                result = await self._store.put_message_async(self._committed(half))
+                if not result.ok:
+                    return f"storing the committed message failed: {result.remark}"
+            await self._write_op(half)
+        finally:
+            self._ending.discard(key)
         log.info(
             "transaction %s %s%s",
             half.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, half.msg_id),
@@ -211,35 +231,35 @@ class TransactionService:
     async def check_once(self) -> int:
         """One round of check-back over the half queue; return how many checks were sent."""
         store = self._store
-        config = self.broker.config
-        now = self.broker.clock_ms()
         end = store.get_max_offset_in_queue(RMQ_SYS_TRANS_HALF_TOPIC, 0)  # copies made now wait
-        offset = self.progress
-        sent = 0
-        walking = True
-        while walking and offset < end:
-            result = store.get_message(RMQ_SYS_TRANS_HALF_TOPIC, 0, offset, 32)
+        walk = _Walk(self.progress)
+        try:
+            await self._walk(walk, end, self.broker.clock_ms(), self.broker.config.transaction_time_out)
+        finally:  # what was handled stays handled, even when a round fails part-way
+            store.consumer_offsets.commit_offset("", CHECK_GROUP, RMQ_SYS_TRANS_HALF_TOPIC, 0, walk.offset)
+        return walk.sent
+
+    async def _walk(self, walk: _Walk, end: int, now: int, timeout_ms: int) -> None:
+        """Check back the halves from ``walk.offset`` up to ``end``, moving ``walk`` on."""
+        store = self._store
+        while walk.offset < end:
+            result = store.get_message(RMQ_SYS_TRANS_HALF_TOPIC, 0, walk.offset, 32)
             if not result.messages:
-                if result.next_begin_offset <= offset:
-                    break
-                offset = min(result.next_begin_offset, end)
+                if result.next_begin_offset <= walk.offset:
+                    return
+                walk.offset = min(result.next_begin_offset, end)
                 continue
             for queue_offset, raw in zip(result.queue_offsets, result.messages, strict=False):
                 if queue_offset >= end:
-                    walking = False
-                    break
+                    return
                 msg = self._decode(raw)
                 if msg is not None and not self._done(queue_offset, msg):
-                    outcome = await self._check_one(queue_offset, msg, now, config.transaction_time_out)
+                    outcome = await self._check_one(queue_offset, msg, now, timeout_ms)
                     if outcome is None:  # too young, and so is what follows: next round
-                        walking = False
-                        break
-                    sent += outcome
-                offset = queue_offset + 1
-            else:
-                offset = max(offset, min(result.next_begin_offset, end))
-        store.consumer_offsets.commit_offset("", CHECK_GROUP, RMQ_SYS_TRANS_HALF_TOPIC, 0, offset)
-        return sent
+                        return
+                    walk.sent += outcome
+                walk.offset = queue_offset + 1
+            walk.offset = max(walk.offset, min(result.next_begin_offset, end))
 
     async def _check_one(self, queue_offset: int, msg: MessageExt, now: int, timeout_ms: int) -> int | None:
         """Handle one undecided half: check it back (1), store it again for later or give
@@ -282,9 +302,11 @@ class TransactionService:
             0,
             msg.body,
             props,
+            flag=msg.flag,
             sys_flag=msg.sys_flag & ~TRANSACTION_TYPE_MASK,
             born_timestamp=msg.born_timestamp,
             born_host=msg.born_host,
+            reconsume_times=msg.reconsume_times,
         )
         result = await store.put_message_async(copy)
         if not result.ok:

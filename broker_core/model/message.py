@@ -546,8 +546,12 @@ def finish_record(record: bytearray, queue_offset: int, physical_offset: int, st
 def record_properties(record: bytes | bytearray | memoryview) -> dict[str, str]:
     """The properties of one whole record, read straight from its bytes (a pull's filter
     looks at nothing else).  Raises RecordFormatError when the lengths do not fit."""
+    if len(record) < MIN_RECORD_SIZE:
+        raise RecordFormatError(f"a record of {len(record)} bytes is shorter than any")
     (sys_flag,) = _INT.unpack_from(record, 36)
     cursor = 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8) + 8 + (20 if sys_flag & STOREHOST_V6_FLAG else 8)
+    if cursor + 16 > len(record):
+        raise RecordFormatError(f"the {len(record)}-byte record is too short for its hosts")
     (body_len,) = _INT.unpack_from(record, cursor + 12)
     cursor += 16 + body_len
     if body_len < 0 or cursor + 3 > len(record):

@@ -190,17 +190,15 @@ class Dispatcher:
         self._drain_asked = False
         if self._thread is None:
             return
-        if self._quick_to_dispatch():
-            self._drain_now()
-        else:
-            self._wake.set()
+        if not self._quick_to_dispatch() or (not self._drain_now() and self.commit_log.appended):
+            self._wake.set()  # (or the thread held the drain just then: it takes the rest)
 
     def _quick_to_dispatch(self) -> bool:
         """Whether the records waiting fit the consume queues' and the index's current files
         (no file to create, no pages to fault in) and are few enough for a loop to take."""
-        waiting = list(self.commit_log.appended)  # (a copy: other threads may append)
-        if len(waiting) > QUICK_DRAIN_MAX:
+        if len(self.commit_log.appended) > QUICK_DRAIN_MAX:
             return False
+        waiting = list(self.commit_log.appended)  # (a copy: other threads may append)
         entries: dict[tuple[str, int], int] = {}
         keys = 0  # index keys, about
         for _phys, _size, _queue_offset, _store_ts, msg in waiting:
@@ -218,13 +216,15 @@ class Dispatcher:
                 return False
         return not keys or self.index is None or self.index.has_room(keys)
 
-    def _drain_now(self) -> None:
+    def _drain_now(self) -> int:
+        """Drain unless another thread is; how many were dispatched (0 on a failure)."""
         try:
-            self.drain(blocking=False)
+            return self.drain(blocking=False)
         except Exception as exc:  # the append succeeded; the dispatcher thread retries
             log.warning("inline dispatch failed (the dispatcher thread will retry): %s", exc)
             if isinstance(exc, OSError) and exc.errno in _NO_SPACE_ERRNOS:
                 self._on_disk_full(exc)
+            return 0
 
     def drain(self, *, blocking: bool = True) -> int:
         """Dispatch every appended record now; return how many.

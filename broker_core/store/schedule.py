@@ -113,6 +113,9 @@ def same_message(a: MessageExt, b: MessageExt) -> bool:
     )
 
 
+LEGACY_MARKER = "SCHEDULE_OFFSET"
+"""Where a delivery stored by an earlier Quiver names its entry ("<level>:<offset>")."""
+
 MAX_OBSERVE_SEARCH = 4096
 """Schedule entries looked at past the table's offset to place one delivery (recovery)."""
 
@@ -168,6 +171,13 @@ class ScheduleMessageService(ConfigFile):
         """Advance the table past a delivery found in the log (recovery re-dispatch): the
         record at ``phys``, in ``topic``, with ``properties``."""
         if topic == SCHEDULE_TOPIC or PROPERTY_REAL_TOPIC not in properties:
+            return
+        legacy = properties.get(LEGACY_MARKER)
+        if legacy:  # written before deliveries kept RocketMQ's properties (a store upgraded mid-way)
+            level_text, _, offset_text = legacy.partition(":")
+            if level_text.isdigit() and offset_text.isdigit():
+                level, offset = int(level_text), int(offset_text)
+                self.offset_table[level] = max(self.offset_table.get(level, 0), offset + 1)
             return
         try:
             level = min(int(properties.get(PROPERTY_DELAY_TIME_LEVEL, "0")), self.max_level)

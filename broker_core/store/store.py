@@ -66,6 +66,10 @@ MAX_QUEUE_ID = 1023
 SPACE_PROBE = ".space-probe"  # RocketMQ caps a topic at 1024 queues
 # Pulls with a tag filter scan at most this many entries before answering (RocketMQ).
 MAX_FILTER_MESSAGE_COUNT = 16_000
+# Records a pull reads and hands to a record filter (SQL92) at most: each is read from the
+# commit log and its properties decoded on the loop, so one pull stays a few ms; a pull
+# that found none there answers with the offset it reached and the consumer goes on.
+MAX_RECORD_FILTER_COUNT = 1_024
 _NO_WAIT = {PROPERTY_WAIT_STORE_MSG_OK: "false"}  # how put_delivered's appends are waited for
 # With a tag filter, consume-queue entries are read this many at a time.
 READ_CHUNK_ENTRIES = 256
@@ -749,15 +753,16 @@ class MessageStore:
         # Entries of records inside a recorded damaged range are skipped like blanks.
         damaged = self.damage.contains if self.damage.ranges else None
         scanned = 0
+        scan_limit = MAX_FILTER_MESSAGE_COUNT if record_filter is None else MAX_RECORD_FILTER_COUNT
         total_bytes = 0
         cursor = offset
         missing = False
-        while cursor < max_offset and len(messages) < max_count and scanned < MAX_FILTER_MESSAGE_COUNT:
+        while cursor < max_offset and len(messages) < max_count and scanned < scan_limit:
             # Without a filter every entry is a hit: read just what can be returned.
             want = (
                 max_count - len(messages) if wanted is None and record_filter is None else READ_CHUNK_ENTRIES
             )
-            entries = cq.entries(cursor, min(max_offset - cursor, want, MAX_FILTER_MESSAGE_COUNT - scanned))
+            entries = cq.entries(cursor, min(max_offset - cursor, want, scan_limit - scanned))
             if not entries:
                 break
             for phys, size, tag in entries:

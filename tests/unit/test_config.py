@@ -106,3 +106,11 @@ def test_config_properties_round_trip_through_rocketmq_key_names() -> None:
     assert props["brokerIP1"] == "10.0.0.5" and props["autoCreateTopicEnable"] == "true"
     again, _store, unknown = load_broker_config({**props, "storePathRootDir": "/tmp/x"})
     assert unknown == [] and again == broker
+
+
+def test_a_secret_setting_is_masked_where_settings_are_read() -> None:
+    from broker_core.config import BrokerConfig, config_properties
+
+    shown = config_properties(BrokerConfig(tls_server_key_password="s3cret"))
+    assert shown["tlsServerKeyPassword"] == "******"
+    assert config_properties(BrokerConfig())["tlsServerKeyPassword"] == ""

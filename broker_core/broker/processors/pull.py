@@ -218,11 +218,13 @@ class PullProcessor:
         config = self.broker.config
         enabled = config.enable_property_filter
         if config.filter_support_retry and enabled and header.topic == retry_topic(header.consumer_group):
-            by_topic = {
-                sub.topic: sql_filter(sub.expression, sub.expression_type, enabled=True)
-                for sub in self.broker.clients.subscriptions_of(header.consumer_group)
-                if is_sql92(sub.expression_type)
-            }
+            by_topic = {}
+            for sub in self.broker.clients.subscriptions_of(header.consumer_group):
+                if is_sql92(sub.expression_type):
+                    try:
+                        by_topic[sub.topic] = sql_filter(sub.expression, sub.expression_type, enabled=True)
+                    except ResponseError:  # refused on that topic's own pulls, not here
+                        continue
             if by_topic:
                 return PullFilter(records=retry_records_matching(by_topic))
         return pull_filter(expression, expression_type, enabled=enabled)

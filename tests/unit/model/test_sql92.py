@@ -125,3 +125,22 @@ def test_a_long_expression_is_refused_and_compiles_are_cached() -> None:
 def test_expression_types() -> None:
     assert is_sql92("SQL92")
     assert not is_sql92("TAG") and not is_sql92("") and not is_sql92(None)
+
+
+def test_nesting_past_the_limit_is_a_syntax_error_not_a_crash() -> None:
+    for deep in ("(" * 100 + "a = 1" + ")" * 100, "NOT " * 100 + "a = 1"):
+        with pytest.raises(Sql92SyntaxError, match="nests deeper than 64"):
+            compile_sql92(deep)
+    assert compile_sql92("(" * 60 + "a = 1" + ")" * 60).matches({"a": "1"})
+
+
+def test_a_record_too_short_to_hold_properties_is_a_format_error() -> None:
+    from broker_core.model.message import RecordFormatError, record_properties
+
+    for size in (0, 20, 60, 91):
+        with pytest.raises(RecordFormatError):
+            record_properties(bytes(size))
+    overrun = bytearray(120)
+    overrun[84:88] = (1000).to_bytes(4, "big")  # a body longer than the record
+    with pytest.raises(RecordFormatError):
+        record_properties(bytes(overrun))
