@@ -168,8 +168,10 @@ async def test_without_auto_create_unknown_groups_are_refused_at_heartbeat_and_p
         refused = await pull(client, broker, "unknown-group")
         assert refused.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
         assert "subscription group not exist, unknown-group" in (refused.remark or "")
-        # RocketMQ's tools group still browses messages.
+        # RocketMQ's tools group still browses messages, and reading is not consuming: the
+        # broker's consumption counters (the dashboard, the traffic report) leave it out.
         assert (await pull(client, broker, TOOLS_CONSUMER_GROUP)).code == ResponseCode.SUCCESS
+        assert not any(group == TOOLS_CONSUMER_GROUP for group, _topic in broker.stats.group_gets)
 
         # Once created, the group is served.
         await update_group(client, broker, SubscriptionGroupConfig("unknown-group"))

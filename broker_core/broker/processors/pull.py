@@ -46,7 +46,7 @@ from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader, PullSysFlag
 from broker_core.sql92 import is_sql92
 from broker_core.store.results import GetMessageResult, GetMessageStatus
-from broker_core.topics import retry_topic
+from broker_core.topics import TOOLS_CONSUMER_GROUP, retry_topic
 
 if TYPE_CHECKING:
     from broker_core.broker.controller import BrokerController
@@ -206,7 +206,9 @@ class PullProcessor:
             result = store.get_message(
                 header.topic, header.queue_id, header.queue_offset, header.max_msg_nums, codes, records
             )
-        if result.status is GetMessageStatus.FOUND:
+        if result.status is GetMessageStatus.FOUND and header.consumer_group != TOOLS_CONSUMER_GROUP:
+            # A tool's read (the console's message browser, a report's source) hands nothing
+            # to a consumer: it is not counted as consumption.
             self.broker.stats.record_get(header.consumer_group, header.topic, len(result.messages))
         return self._result_reply(request, header, result)
 
