@@ -28,7 +28,7 @@ from spark_reports.jobs.common import ReportParams, write_tables
 from spark_reports.localcluster import Standalone, standalone_cluster
 from spark_reports.outputs import TABLES
 from tests.console.conftest import Servers
-from tests.servers import free_port
+from tests.servers import free_port, wait_for
 from tests.spark.conftest import admin_run, create_topic, record_history
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db]
@@ -56,7 +56,14 @@ def period(cluster: Servers, tmp_path_factory: pytest.TempPathFactory) -> dict[s
             topic = TOPIC if i % 3 else TOPIC + "B"
             producer.send(Message(topic, b"x" * (20 + i % 200), tags=("a", "b", "c")[i % 3]))
     record_history(cluster, history_dir)
-    queues = admin_run(cluster.namesrv_addr, lambda admin: admin.topic_stats(TOPIC)).queues
+
+    def dispatched() -> Any:
+        # A send is answered before its consume-queue entry is written (as RocketMQ's reput
+        # does it): the queues' ends reach the 200 messages sent to TOPIC a moment later.
+        stats = admin_run(cluster.namesrv_addr, lambda admin: admin.topic_stats(TOPIC))
+        return stats.queues if stats.total_messages == 200 else None
+
+    queues = wait_for(dispatched, 30, f"the messages of {TOPIC} in its queues")
     offsets: dict[MessageQueue, int] = {q.queue: 10 for q in queues}
     admin_run(cluster.namesrv_addr, lambda admin: admin.update_consumer_offsets(GROUP, offsets))
     time.sleep(1.1)
