@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from broker_core.errors import ConfigError
-from broker_core.remoting.tls import TlsServerSettings
+from broker_core.remoting.tls import TlsServerSettings, client_context
 
 FlushDiskType = Literal["ASYNC_FLUSH", "SYNC_FLUSH"]
 
@@ -172,7 +173,7 @@ def config_properties(config: Any) -> dict[str, str]:
     return props
 
 
-SECRET_FIELDS = frozenset({"tls_server_key_password"})
+SECRET_FIELDS = frozenset({"tls_server_key_password", "tls_client_key_password"})
 MASKED = "******"
 
 
@@ -419,10 +420,19 @@ class BrokerConfig(TlsConfig):
     # percentage of the machine's memory.
     access_message_in_memory_max_ratio: float = 40
 
+    # With tlsEnable, the broker's own connections out (registering with nameservers): the
+    # nameserver is checked against these certificates when given (else not checked), and
+    # this certificate is shown to one with tlsServerNeedClientAuth (RocketMQ: tls.client.*).
+    tls_client_trust_cert_path: str = ""
+    tls_client_cert_path: str = ""
+    tls_client_key_path: str = ""
+    tls_client_key_password: str = ""
+
     def __post_init__(self) -> None:
         if self.broker_id < 0:
             raise ConfigError(f"brokerId must be 0 (master) or positive, not {self.broker_id}")
         self.tls_server()
+        self.tls_client()  # refused at start: a file that cannot be loaded, a setting without tlsEnable
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort must be 0..65535, not {self.listen_port}")
         if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
@@ -467,6 +477,26 @@ class BrokerConfig(TlsConfig):
             raise ConfigError("serverChannelMaxIdleTimeSeconds must be positive")
         _check_server_protection(self)
         _check_replication(self)
+
+    def tls_client(self) -> ssl.SSLContext | None:
+        """The SSL context of the broker's connections out (None: plain, tlsEnable off)."""
+        if not self.tls_enable:
+            given = [
+                name
+                for name in ("tls_client_trust_cert_path", "tls_client_cert_path", "tls_client_key_path")
+                if getattr(self, name)
+            ]
+            if given:
+                raise ConfigError(
+                    f"{snake_to_camel(given[0])} is set but tlsEnable is false: set tlsEnable = true"
+                )
+            return None
+        return client_context(
+            trust_cert_path=self.tls_client_trust_cert_path,
+            cert_path=self.tls_client_cert_path,
+            key_path=self.tls_client_key_path,
+            key_password=self.tls_client_key_password,
+        )
 
     @property
     def is_slave(self) -> bool:

@@ -52,7 +52,6 @@ from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.codes import RequestCode, ResponseCode
 from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.server import RemotingServer
-from broker_core.remoting.tls import client_context
 from broker_core.store.store import MessageStore
 from broker_core.topics import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -122,7 +121,7 @@ class BrokerController:
             partial_frame_timeout=config.server_partial_frame_timeout_millis / 1000,
             tls=config.tls_server(),
         )
-        self.client = RemotingClient(tls=client_context() if config.tls_enable else None)
+        self.client = RemotingClient(tls=config.tls_client())
         self.clients = ClientTables()
         self.locks = RebalanceLockManager(clock_ms)
         self.store: MessageStore | None = None

@@ -88,17 +88,21 @@ def client_context(
     *, trust_cert_path: str = "", cert_path: str = "", key_path: str = "", key_password: str = ""
 ) -> ssl.SSLContext:
     """A client's SSL context: the server checked against ``trust_cert_path`` when given (else,
-    as RocketMQ's clients do by default, not checked); a client certificate when given."""
+    as RocketMQ's clients do by default, not checked); a client certificate when given.
+
+    Raises ConfigError when the trust, certificate or key cannot be loaded."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    if trust_cert_path:
-        context.load_verify_locations(trust_cert_path)
-        context.check_hostname = False  # brokers are named by ip:port in routes
-        context.verify_mode = ssl.CERT_REQUIRED
-    else:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    if cert_path:
-        context.load_cert_chain(cert_path, key_path or None, key_password or None)
+    context.check_hostname = False  # brokers are named by ip:port in routes
+    context.verify_mode = ssl.CERT_REQUIRED if trust_cert_path else ssl.CERT_NONE
+    if key_path and not cert_path:
+        raise ConfigError("a TLS client key needs its certificate (the client cert path) too")
+    try:
+        if trust_cert_path:
+            context.load_verify_locations(trust_cert_path)
+        if cert_path:
+            context.load_cert_chain(cert_path, key_path or None, key_password or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"cannot load the client's TLS trust, certificate or key: {exc}") from None
     return context
 
 

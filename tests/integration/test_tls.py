@@ -150,3 +150,40 @@ def test_a_tls_setting_that_cannot_work_is_refused_at_start(pki: dict[str, str],
         NamesrvConfig(**server_tls(pki, "permissive", tls_server_key_path=str(tmp_path / "missing.key")))
     with pytest.raises(ConfigError, match="tlsServerTrustCertPath"):
         NamesrvConfig(**server_tls(pki, "enforcing", tls_server_need_client_auth="require"))
+    # The broker's own connections out: settings that could not work, or would do nothing.
+    with pytest.raises(ConfigError, match="tlsClientCertPath is set but tlsEnable is false"):
+        BrokerConfig(tls_client_cert_path=pki["client"], tls_client_key_path=pki["client_key"])
+    with pytest.raises(ConfigError, match="cannot load the client's TLS"):
+        BrokerConfig(tls_enable=True, tls_client_trust_cert_path=str(tmp_path / "missing-ca.pem"))
+    with pytest.raises(ConfigError, match="needs its certificate"):
+        BrokerConfig(tls_enable=True, tls_client_key_path=pki["client_key"])
+
+
+async def test_a_broker_registers_with_a_nameserver_that_checks_client_certificates(
+    tmp_path: Path, pki: dict[str, str]
+) -> None:
+    """RocketMQ's tls.client.* for the broker's connections out: it checks the nameserver's
+    certificate and shows its own to one that requires it."""
+    auth = server_tls(
+        pki, "enforcing", tls_server_need_client_auth="require", tls_server_trust_cert_path=pki["ca"]
+    )
+    mine = {"tls_client_cert_path": pki["client"], "tls_client_key_path": pki["client_key"]}
+    async with (
+        run_namesrv(**auth) as ns,
+        run_broker(
+            tmp_path / "store", ns.address, tls_enable=True, tls_client_trust_cert_path=pki["ca"], **mine
+        ) as broker,
+    ):
+        broker.topics.update(TopicConfig(TOPIC, 2, 2, 6))
+        broker.topics_changed()
+        await wait_until_routed(ns, TOPIC)
+    # Without a certificate of its own, the nameserver closes its connections: no route.
+    async with (
+        run_namesrv(**auth) as ns,
+        run_broker(tmp_path / "store2", ns.address, tls_enable=True) as broker,
+    ):
+        broker.topics.update(TopicConfig(TOPIC, 2, 2, 6))
+        broker.topics_changed()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(3):
+                await wait_until_routed(ns, TOPIC)
