@@ -135,6 +135,7 @@ class Command(BaseCommand):
     ) -> None:
         pytest_args = [*getattr(self, "passthrough", []), *pytest_args]
         self.stdout.write(f"runtests: browser: {ensure_chromium()}")
+        self.stdout.write(f"runtests: Java client: {ensure_java_client()}")
         counts = Counts()
         failures: list[tuple[str, int]] = []
         with tempfile.TemporaryDirectory(prefix="quiver-runtests-") as reports:
@@ -225,6 +226,19 @@ class Command(BaseCommand):
         return code
 
 
+def apt_install(packages: list[str]) -> bool | None:
+    """``apt-get install`` Debian packages (after ``apt-get update`` if the first try fails);
+    None when this machine cannot (not root, or no apt-get), else whether it worked."""
+    if not shutil.which("apt-get") or os.geteuid() != 0:
+        return None
+    install = ["apt-get", "install", "-y", "-qq", *packages]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    if subprocess.run(install, **quiet).returncode != 0:  # type: ignore[call-overload]
+        subprocess.run(["apt-get", "update", "-qq"], **quiet)  # type: ignore[call-overload]
+        return bool(subprocess.run(install, **quiet).returncode == 0)  # type: ignore[call-overload]
+    return True
+
+
 def ensure_chromium() -> str:
     """Install Debian's Chromium for the browser tests when it is missing; say how it stands.
 
@@ -234,15 +248,33 @@ def ensure_chromium() -> str:
     """
     if shutil.which("chromium"):
         return "chromium found"
-    if not shutil.which("apt-get") or os.geteuid() != 0:
+    installed = apt_install(["chromium"])
+    if installed is None:
         return "chromium missing and not installable here (needs root and apt-get): browser tests skip"
-    install = ["apt-get", "install", "-y", "-qq", "chromium"]
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    if subprocess.run(install, **quiet).returncode != 0:  # type: ignore[call-overload]
-        subprocess.run(["apt-get", "update", "-qq"], **quiet)  # type: ignore[call-overload]
-        if subprocess.run(install, **quiet).returncode != 0:  # type: ignore[call-overload]
-            return "installing chromium failed (apt-get install -y chromium): browser tests skip"
+    if not installed:
+        return "installing chromium failed (apt-get install -y chromium): browser tests skip"
     return "chromium installed (apt-get install chromium)" if shutil.which("chromium") else "chromium missing"
+
+
+def ensure_java_client() -> str:
+    """Install the Debian packages the official Java client's scenarios need (a JDK, netty,
+    commons-*: tests/conformance/java/classpath.py names them) when some are missing; say
+    how it stands.  Without them those tests skip, or fail under ``QUIVER_REQUIRE_JAVA_CLIENT``
+    (``.ci/run`` sets it)."""
+    from tests.conformance.java.classpath import missing_packages
+
+    missing = missing_packages()
+    if not missing:
+        return "Debian packages found"
+    installed = apt_install(missing)
+    if installed is None:
+        return (
+            f"{' '.join(missing)} missing and not installable here (needs root and apt-get): Java tests skip"
+        )
+    still = missing_packages()
+    if still:
+        return f"installing {' '.join(still)} failed: Java tests skip"
+    return f"installed {' '.join(missing)}"
 
 
 def split_args(args: list[str], own_flags: frozenset[str]) -> tuple[list[str], list[str]]:
