@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from broker_core.errors import ConfigError
-from broker_core.remoting.tls import TlsServerSettings, client_context
+from broker_core.remoting.tls import TlsServerSettings, outgoing_context
 
 FlushDiskType = Literal["ASYNC_FLUSH", "SYNC_FLUSH"]
 
@@ -480,18 +480,8 @@ class BrokerConfig(TlsConfig):
 
     def tls_client(self) -> ssl.SSLContext | None:
         """The SSL context of the broker's connections out (None: plain, tlsEnable off)."""
-        if not self.tls_enable:
-            given = [
-                name
-                for name in ("tls_client_trust_cert_path", "tls_client_cert_path", "tls_client_key_path")
-                if getattr(self, name)
-            ]
-            if given:
-                raise ConfigError(
-                    f"{snake_to_camel(given[0])} is set but tlsEnable is false: set tlsEnable = true"
-                )
-            return None
-        return client_context(
+        return outgoing_context(
+            self.tls_enable,
             trust_cert_path=self.tls_client_trust_cert_path,
             cert_path=self.tls_client_cert_path,
             key_path=self.tls_client_key_path,

@@ -15,6 +15,12 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from broker_core.remoting.tls import (
+    TLS_CERT_PATH_ENV,
+    TLS_ENABLE_ENV,
+    TLS_KEY_PATH_ENV,
+    TLS_TRUST_CERT_PATH_ENV,
+)
 from console.quiver import QuiverSettings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -176,10 +182,10 @@ QUIVER: QuiverSettings = {
     # the console, the Celery jobs and the Spark reports connect with it.  The servers are
     # checked against QUIVER_TLS_TRUST_CERT_PATH when set; a client certificate is sent when
     # QUIVER_TLS_CERT_PATH and QUIVER_TLS_KEY_PATH are set.
-    "TLS_ENABLE": envbool("QUIVER_TLS_ENABLE", False),
-    "TLS_TRUST_CERT_PATH": tls_path("QUIVER_TLS_TRUST_CERT_PATH"),
-    "TLS_CERT_PATH": tls_path("QUIVER_TLS_CERT_PATH"),
-    "TLS_KEY_PATH": tls_path("QUIVER_TLS_KEY_PATH"),
+    "TLS_ENABLE": envbool(TLS_ENABLE_ENV, False),
+    "TLS_TRUST_CERT_PATH": tls_path(TLS_TRUST_CERT_PATH_ENV),
+    "TLS_CERT_PATH": tls_path(TLS_CERT_PATH_ENV),
+    "TLS_KEY_PATH": tls_path(TLS_KEY_PATH_ENV),
     # A broker the nameservers stop listing is still tried and reported down for this long.
     "FORGET_BROKER_SECONDS": envint("QUIVER_FORGET_BROKER_SECONDS", 3600, minimum=0),
     # Spark reports (console/reports): where runs write (any Hadoop path when Spark runs on a

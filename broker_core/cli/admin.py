@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import logging
 import os
+import ssl
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -22,11 +23,18 @@ from broker_core.cli.args import TIMESTAMP_FORMATS, format_timestamp, parse_bool
 from broker_core.cli.output import Output, key_values, message_json, message_text, table
 from broker_core.client.admin import MAINTENANCE_JOBS, AdminClient
 from broker_core.clock import wall_clock_ms
-from broker_core.errors import AdminError, BrokerCoreError
+from broker_core.errors import AdminError, BrokerCoreError, ConfigError
 from broker_core.model.groupconfig import SubscriptionGroupConfig
 from broker_core.model.hastatus import BrokerHAStatus
 from broker_core.model.message import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from broker_core.model.topicconfig import TopicConfig
+from broker_core.remoting.tls import (
+    TLS_CERT_PATH_ENV,
+    TLS_ENABLE_ENV,
+    TLS_KEY_PATH_ENV,
+    TLS_TRUST_CERT_PATH_ENV,
+    client_context,
+)
 
 log = logging.getLogger(__name__)
 
@@ -832,7 +840,61 @@ def _common_options() -> argparse.ArgumentParser:
     common.add_argument(
         "--secretKey", dest="secret_key", default=None, help=f"its secret (default: ${SECRET_KEY_ENV})"
     )
+    # TLS, as mqadmin's -Dtls.enable=true and tls.client.*; the console's environment too.
+    common.add_argument(
+        "--tls",
+        dest="tls",
+        action="store_true",
+        default=None,
+        help=f"connect over TLS (servers with tlsMode = enforcing; default: ${TLS_ENABLE_ENV})",
+    )
+    common.add_argument(
+        "--tlsTrustCertPath",
+        dest="tls_trust",
+        default=None,
+        help=f"check the servers against these certificates (PEM; default: ${TLS_TRUST_CERT_PATH_ENV}; "
+        "none: not checked, as RocketMQ's clients)",
+    )
+    common.add_argument(
+        "--tlsCertPath",
+        dest="tls_cert",
+        default=None,
+        help=f"a client certificate to show (PEM; default: ${TLS_CERT_PATH_ENV})",
+    )
+    common.add_argument(
+        "--tlsKeyPath", dest="tls_key", default=None, help=f"its key (PEM; default: ${TLS_KEY_PATH_ENV})"
+    )
     return common
+
+
+def tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
+    """The TLS the command connects with, from its options, else the environment (whose
+    certificate paths count only with TLS on, as the console's).
+
+    Raises ConfigError for a flag value that is not a boolean, a file that cannot be loaded,
+    or a certificate option given without TLS on."""
+    flags = {"trust_cert_path": args.tls_trust, "cert_path": args.tls_cert, "key_path": args.tls_key}
+    enabled = args.tls
+    if enabled is None:
+        try:
+            enabled = parse_bool(os.environ.get(TLS_ENABLE_ENV, "false"))
+        except ValueError as exc:
+            raise ConfigError(f"{TLS_ENABLE_ENV}: {exc}") from None
+    if not enabled:
+        if any(flags.values()):
+            raise ConfigError(
+                f"--tlsTrustCertPath, --tlsCertPath and --tlsKeyPath need --tls (or {TLS_ENABLE_ENV})"
+            )
+        return None
+    env = {
+        "trust_cert_path": TLS_TRUST_CERT_PATH_ENV,
+        "cert_path": TLS_CERT_PATH_ENV,
+        "key_path": TLS_KEY_PATH_ENV,
+    }
+    paths = {
+        name: flags[name] if flags[name] is not None else os.environ.get(env[name], "") for name in flags
+    }
+    return client_context(**paths)
 
 
 def add_admin_commands(subparsers: Any) -> None:
@@ -876,7 +938,7 @@ async def _run(cmd: AdminCommand, args: argparse.Namespace, namesrv: str) -> Out
     access_key = args.access_key if args.access_key is not None else os.environ.get(ACCESS_KEY_ENV)
     secret_key = args.secret_key if args.secret_key is not None else os.environ.get(SECRET_KEY_ENV)
     async with AdminClient(
-        namesrv, timeout=args.timeout, access_key=access_key, secret_key=secret_key
+        namesrv, timeout=args.timeout, access_key=access_key, secret_key=secret_key, tls=tls_context(args)
     ) as admin:
         return await cmd.run(admin, args)
 

@@ -8,11 +8,13 @@ reported at start and ignored, and a bad value stops the proxy with a sentence.
 from __future__ import annotations
 
 import json
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from broker_core.errors import ConfigError
+from broker_core.remoting.tls import outgoing_context
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,15 @@ class ProxyConfig:
     enable_acl_rpc_hook_for_cluster_mode: bool = False
     # Refuse a send whose message type is not its topic's message.type (RocketMQ's proxy: on).
     enable_topic_message_type_check: bool = True
+    # TLS on the proxy's connections to the nameservers and brokers (RocketMQ: tls.enable and
+    # tls.client.*), needed when they run with tlsMode = enforcing: the servers are checked
+    # against tlsClientTrustCertPath when given, and a client certificate is shown to those
+    # that require one.
+    tls_enable: bool = False
+    tls_client_trust_cert_path: str = ""
+    tls_client_cert_path: str = ""
+    tls_client_key_path: str = ""
+    tls_client_key_password: str = ""
 
     def __post_init__(self) -> None:
         if not 0 <= self.grpc_server_port <= 65535:
@@ -50,11 +61,22 @@ class ProxyConfig:
             )
         if not self.namesrv_addrs:
             raise ConfigError("namesrvAddr is empty: give the cluster's nameservers, e.g. 127.0.0.1:9876")
+        self.tls_client()  # a file that cannot be loaded, or a setting without tlsEnable
         if self.enable_acl and not self.acl_file.is_file():
             raise ConfigError(
                 f"enableACL is true but {self.acl_file} is not a file: set plainAclFile to the "
                 "plain_acl.yml the brokers use (or rocketmqHome to the directory whose conf/ holds it)"
             )
+
+    def tls_client(self) -> ssl.SSLContext | None:
+        """The SSL context of the proxy's connections to the cluster (None: plain)."""
+        return outgoing_context(
+            self.tls_enable,
+            trust_cert_path=self.tls_client_trust_cert_path,
+            cert_path=self.tls_client_cert_path,
+            key_path=self.tls_client_key_path,
+            key_password=self.tls_client_key_password,
+        )
 
     @property
     def acl_file(self) -> Path:
@@ -79,6 +101,11 @@ _KEYS: dict[str, tuple[str, type]] = {
     "rocketmqHome": ("rocketmq_home", str),
     "enableAclRpcHookForClusterMode": ("enable_acl_rpc_hook_for_cluster_mode", bool),
     "enableTopicMessageTypeCheck": ("enable_topic_message_type_check", bool),
+    "tlsEnable": ("tls_enable", bool),
+    "tlsClientTrustCertPath": ("tls_client_trust_cert_path", str),
+    "tlsClientCertPath": ("tls_client_cert_path", str),
+    "tlsClientKeyPath": ("tls_client_key_path", str),
+    "tlsClientKeyPassword": ("tls_client_key_password", str),
 }
 
 

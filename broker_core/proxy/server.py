@@ -62,7 +62,7 @@ class ProxyServer:
 
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
-        self.admin = AdminClient(config.namesrv_addrs)
+        self.admin = AdminClient(config.namesrv_addrs, tls=config.tls_client())
         self._server: grpc.aio.Server | None = None
         self._service: MessagingService | None = None
         self.port = config.grpc_server_port

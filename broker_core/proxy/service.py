@@ -142,7 +142,10 @@ class MessagingService(_Servicer):  # type: ignore[misc]
         client = self._signed.get(key)
         if client is None:
             client = self._signed[key] = AdminClient(
-                self.config.namesrv_addrs, access_key=account.access_key, secret_key=account.secret_key
+                self.config.namesrv_addrs,
+                access_key=account.access_key,
+                secret_key=account.secret_key,
+                tls=self.config.tls_client(),
             )
             self._serve_brokers(client)
         return client

@@ -84,6 +84,41 @@ class TlsServerSettings:
         return context
 
 
+# The environment our tools read for TLS to the servers: the console with its Celery jobs
+# and Spark reports (console/settings.py), and quiver-admin.
+TLS_ENABLE_ENV = "QUIVER_TLS_ENABLE"
+TLS_TRUST_CERT_PATH_ENV = "QUIVER_TLS_TRUST_CERT_PATH"
+TLS_CERT_PATH_ENV = "QUIVER_TLS_CERT_PATH"
+TLS_KEY_PATH_ENV = "QUIVER_TLS_KEY_PATH"
+
+
+def outgoing_context(
+    enabled: bool,
+    *,
+    trust_cert_path: str = "",
+    cert_path: str = "",
+    key_path: str = "",
+    key_password: str = "",
+) -> ssl.SSLContext | None:
+    """The SSL context of a server's own connections out (a broker to its nameservers, the
+    proxy to the cluster) from its ``tlsEnable`` and ``tlsClient*`` settings; None: plain.
+
+    Raises ConfigError for a file that cannot be loaded, or a ``tlsClient*`` path given
+    without ``tlsEnable`` (it would do nothing)."""
+    if not enabled:
+        for key, value in (
+            ("tlsClientTrustCertPath", trust_cert_path),
+            ("tlsClientCertPath", cert_path),
+            ("tlsClientKeyPath", key_path),
+        ):
+            if value:
+                raise ConfigError(f"{key} is set but tlsEnable is false: set tlsEnable = true to use it")
+        return None
+    return client_context(
+        trust_cert_path=trust_cert_path, cert_path=cert_path, key_path=key_path, key_password=key_password
+    )
+
+
 def client_context(
     *, trust_cert_path: str = "", cert_path: str = "", key_path: str = "", key_password: str = ""
 ) -> ssl.SSLContext:

@@ -29,6 +29,7 @@ from broker_core.testing import run_broker, run_namesrv
 from tests.tlscerts import make_pki, server_tls
 
 from .clusterhelpers import started, wait_until_routed
+from .test_admin_cli import cli, failed
 from .test_push_consumer import Collector, until
 
 TOPIC = "TlsTopic"
@@ -187,3 +188,22 @@ async def test_a_broker_registers_with_a_nameserver_that_checks_client_certifica
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(3):
                 await wait_until_routed(ns, TOPIC)
+
+
+async def test_quiver_admin_connects_over_tls_with_its_options_or_the_environment(
+    cluster: tuple[NamesrvServer, BrokerController], pki: dict[str, str]
+) -> None:
+    ns, _broker = cluster
+    n = ("-n", ns.address)
+    plain = await cli("topicList", *n)
+    assert plain.code == 1 and plain.err.startswith("error: "), plain
+    by_flags = await cli("topicList", *n, "--tls", "--tlsTrustCertPath", pki["ca"])
+    assert by_flags.code == 0 and TOPIC in by_flags.out.split(), by_flags
+    by_env = await cli(
+        "topicList", *n, env={"QUIVER_TLS_ENABLE": "true", "QUIVER_TLS_TRUST_CERT_PATH": pki["ca"]}
+    )
+    assert by_env.code == 0 and TOPIC in by_env.out.split(), by_env
+    assert failed(await cli("topicList", *n, "--tlsCertPath", pki["client"]), "need --tls")
+    assert failed(
+        await cli("topicList", *n, "--tls", "--tlsTrustCertPath", "/nonexistent.pem"), "cannot load"
+    )
