@@ -102,7 +102,11 @@ class TransactionService:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
         self.resolved: set[int] = set()  # half-topic queue offsets with an op message
-        self.settled: set[str] = set()  # unique keys of resolved transactions
+        # Unique keys of resolved transactions, each with the half queue's end when it was
+        # resolved (every copy is below it): once expiry takes the queue's start there, no
+        # copy is left and the key is forgotten.
+        self.settled: dict[str, int] = {}
+        self._pruned_below = 0
         self._ending: set[str] = set()  # unique keys whose END_TRANSACTION is being applied
         self._task: asyncio.Task[None] | None = None
 
@@ -126,13 +130,27 @@ class TransactionService:
                 except ValueError:
                     continue
             offset = result.next_begin_offset
+        end = store.get_max_offset_in_queue(RMQ_SYS_TRANS_HALF_TOPIC, 0)
         for queue_offset in self.resolved:
             half = store.get_message(RMQ_SYS_TRANS_HALF_TOPIC, 0, queue_offset, 1)
             found = half.messages and half.queue_offsets[0] == queue_offset  # not a later one
             msg = self._decode(half.messages[0]) if found else None
             key = msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) if msg is not None else None
             if key:
-                self.settled.add(key)
+                self.settled[key] = end
+        self.prune()
+
+    def prune(self) -> None:
+        """Forget the resolved halves the store no longer has (their files expired): what
+        is kept in memory is bounded by the half queue's retention, not by every
+        transaction since the broker first started.  Safe: an answer naming a half that is
+        gone finds no half message."""
+        start = self._store.get_min_offset_in_queue(RMQ_SYS_TRANS_HALF_TOPIC, 0)
+        if start <= self._pruned_below:
+            return
+        self._pruned_below = start
+        self.resolved = {offset for offset in self.resolved if offset >= start}
+        self.settled = {key: end for key, end in self.settled.items() if end > start}
 
     def _done(self, queue_offset: int, msg: MessageExt | None) -> bool:
         """Whether the half at ``queue_offset`` needs nothing more (its transaction resolved)."""
@@ -202,7 +220,7 @@ class TransactionService:
         self.resolved.add(half.queue_offset)
         key = half.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         if key:
-            self.settled.add(key)
+            self.settled[key] = self._store.get_max_offset_in_queue(RMQ_SYS_TRANS_HALF_TOPIC, 0)
 
     # -- check-back ------------------------------------------------------------------------
 
@@ -231,6 +249,7 @@ class TransactionService:
     async def check_once(self) -> int:
         """One round of check-back over the half queue; return how many checks were sent."""
         store = self._store
+        self.prune()
         end = store.get_max_offset_in_queue(RMQ_SYS_TRANS_HALF_TOPIC, 0)  # copies made now wait
         walk = _Walk(self.progress)
         try:

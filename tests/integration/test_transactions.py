@@ -143,3 +143,43 @@ async def test_it_commits_rolls_back_checks_back_and_honours_a_late_answer(tmp_p
             assert visible(broker) == [b"committed", b"checked", b"late"]
         finally:
             await client.close()
+
+
+async def test_resolved_transactions_are_forgotten_once_their_halves_expire(tmp_path: Path) -> None:
+    """The broker's memory of resolved transactions is bounded by the half queue's retention:
+    when expiry deletes the segments holding the halves, they are forgotten (and an answer
+    naming one finds no half message), while newer halves stay remembered."""
+    from broker_core.model.message import MessageInner
+    from broker_core.model.topicconfig import TopicConfig
+    from broker_core.topics import RMQ_SYS_TRANS_HALF_TOPIC
+
+    small = {"mapped_file_size_commit_log": 64 * 1024, "file_reserved_time": 1}
+    async with run_broker(tmp_path / "store", store=small) as broker:
+        broker.topics.update(TopicConfig(TOPIC, 1, 1))
+        client = RemotingClient()
+        try:
+            old = [await client.invoke(broker.address, half(b"old", f"OLD{i}")) for i in range(3)]
+            for reply in old:
+                assert (await client.invoke(broker.address, end(reply, COMMIT))).code == ResponseCode.SUCCESS
+            service = broker.transactions
+            assert {f"OLD{i}" for i in range(3)} <= set(service.settled) and len(service.resolved) == 3
+            # Fill three segments, so the halves' segment is no longer the newest.
+            store = broker.store
+            for _ in range(200):
+                assert (await store.put_message_async(MessageInner(TOPIC, 0, b"x" * 1000, {}))).ok
+            recent = await client.invoke(broker.address, half(b"recent", "RECENT"))
+            await client.invoke(broker.address, end(recent, COMMIT))
+            assert store.wait_dispatched()
+            report = store.delete_expired_files(store.clock_ms() + 2 * 3_600_000, manual=True)
+            assert report.commit_log_files_deleted >= 1
+            assert store.get_min_offset_in_queue(RMQ_SYS_TRANS_HALF_TOPIC, 0) > 2
+            service.prune()
+            assert not {f"OLD{i}" for i in range(3)} & set(service.settled)
+            assert "RECENT" in service.settled and len(service.resolved) == 1
+            # The last half is still remembered: a repeated answer changes nothing.
+            await client.invoke(broker.address, end(recent, COMMIT))
+            assert store.wait_dispatched()
+            tail = store.get_message(TOPIC, 0, store.get_max_offset_in_queue(TOPIC, 0) - 3, 32)
+            assert [decode_record(raw).body for raw in tail.messages].count(b"recent") == 1
+        finally:
+            await client.close()
