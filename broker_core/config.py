@@ -243,8 +243,6 @@ class TlsConfig:
     # (none, optional, require).
     tls_server_trust_cert_path: str = ""
     tls_server_need_client_auth: str = "none"
-    # This server's own connections out (a broker registering with nameservers) use TLS.
-    tls_enable: bool = False
 
     def tls_server(self) -> TlsServerSettings:
         return TlsServerSettings(
@@ -254,6 +252,32 @@ class TlsConfig:
             self.tls_server_key_password,
             self.tls_server_trust_cert_path,
             self.tls_server_need_client_auth,
+        )
+
+
+@dataclass(frozen=True)
+class TlsClientConfig:
+    """A server's own connections out over TLS (a broker to its nameservers, the proxy to
+    the cluster): RocketMQ's ``tls.enable`` and ``tls.client.*``, shared by the broker's and
+    the proxy's configs; the rules are ``remoting.tls.outgoing_context``'s."""
+
+    tls_enable: bool = False
+    # Check the servers against these certificates when given (else not checked, as
+    # RocketMQ's clients), and show this certificate to servers that require one.
+    tls_client_trust_cert_path: str = ""
+    tls_client_cert_path: str = ""
+    tls_client_key_path: str = ""
+    tls_client_key_password: str = ""
+
+    def tls_client(self) -> ssl.SSLContext | None:
+        """The SSL context of the connections out (None: plain, tlsEnable off).  Raises
+        ConfigError for a file that cannot be loaded or a path given without tlsEnable."""
+        return outgoing_context(
+            self.tls_enable,
+            trust_cert_path=self.tls_client_trust_cert_path,
+            cert_path=self.tls_client_cert_path,
+            key_path=self.tls_client_key_path,
+            key_password=self.tls_client_key_password,
         )
 
 
@@ -321,7 +345,7 @@ MAINTENANCE_MODES: tuple[MaintenanceMode, ...] = ("auto", "true", "false")
 
 
 @dataclass(frozen=True)
-class BrokerConfig(TlsConfig):
+class BrokerConfig(TlsConfig, TlsClientConfig):
     """Settings of one broker (RocketMQ ``BrokerConfig`` + its server config).
 
     The store's settings live in ``StoreConfig``; ``load_broker_config`` reads both from one
@@ -420,14 +444,6 @@ class BrokerConfig(TlsConfig):
     # percentage of the machine's memory.
     access_message_in_memory_max_ratio: float = 40
 
-    # With tlsEnable, the broker's own connections out (registering with nameservers): the
-    # nameserver is checked against these certificates when given (else not checked), and
-    # this certificate is shown to one with tlsServerNeedClientAuth (RocketMQ: tls.client.*).
-    tls_client_trust_cert_path: str = ""
-    tls_client_cert_path: str = ""
-    tls_client_key_path: str = ""
-    tls_client_key_password: str = ""
-
     def __post_init__(self) -> None:
         if self.broker_id < 0:
             raise ConfigError(f"brokerId must be 0 (master) or positive, not {self.broker_id}")
@@ -477,16 +493,6 @@ class BrokerConfig(TlsConfig):
             raise ConfigError("serverChannelMaxIdleTimeSeconds must be positive")
         _check_server_protection(self)
         _check_replication(self)
-
-    def tls_client(self) -> ssl.SSLContext | None:
-        """The SSL context of the broker's connections out (None: plain, tlsEnable off)."""
-        return outgoing_context(
-            self.tls_enable,
-            trust_cert_path=self.tls_client_trust_cert_path,
-            cert_path=self.tls_client_cert_path,
-            key_path=self.tls_client_key_path,
-            key_password=self.tls_client_key_password,
-        )
 
     @property
     def is_slave(self) -> bool:

@@ -8,18 +8,19 @@ reported at start and ignored, and a bad value stops the proxy with a sentence.
 from __future__ import annotations
 
 import json
-import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from broker_core.config import TlsClientConfig
 from broker_core.errors import ConfigError
-from broker_core.remoting.tls import outgoing_context
 
 
 @dataclass(frozen=True)
-class ProxyConfig:
-    """Settings of one proxy (RocketMQ ``ProxyConfig``, cluster mode)."""
+class ProxyConfig(TlsClientConfig):
+    """Settings of one proxy (RocketMQ ``ProxyConfig``, cluster mode).  Its TLS to the
+    cluster (``TlsClientConfig``: tlsEnable, tlsClient*) is needed when the servers run
+    with tlsMode = enforcing."""
 
     # The cluster whose brokers the proxy serves, and the nameservers that know them.
     rocket_mq_cluster_name: str = "DefaultCluster"
@@ -41,15 +42,6 @@ class ProxyConfig:
     enable_acl_rpc_hook_for_cluster_mode: bool = False
     # Refuse a send whose message type is not its topic's message.type (RocketMQ's proxy: on).
     enable_topic_message_type_check: bool = True
-    # TLS on the proxy's connections to the nameservers and brokers (RocketMQ: tls.enable and
-    # tls.client.*), needed when they run with tlsMode = enforcing: the servers are checked
-    # against tlsClientTrustCertPath when given, and a client certificate is shown to those
-    # that require one.
-    tls_enable: bool = False
-    tls_client_trust_cert_path: str = ""
-    tls_client_cert_path: str = ""
-    tls_client_key_path: str = ""
-    tls_client_key_password: str = ""
 
     def __post_init__(self) -> None:
         if not 0 <= self.grpc_server_port <= 65535:
@@ -67,16 +59,6 @@ class ProxyConfig:
                 f"enableACL is true but {self.acl_file} is not a file: set plainAclFile to the "
                 "plain_acl.yml the brokers use (or rocketmqHome to the directory whose conf/ holds it)"
             )
-
-    def tls_client(self) -> ssl.SSLContext | None:
-        """The SSL context of the proxy's connections to the cluster (None: plain)."""
-        return outgoing_context(
-            self.tls_enable,
-            trust_cert_path=self.tls_client_trust_cert_path,
-            cert_path=self.tls_client_cert_path,
-            key_path=self.tls_client_key_path,
-            key_password=self.tls_client_key_password,
-        )
 
     @property
     def acl_file(self) -> Path:
