@@ -103,8 +103,8 @@ class TransactionService:
         self.broker = broker
         self.resolved: set[int] = set()  # half-topic queue offsets with an op message
         # Unique keys of resolved transactions, each with the half queue's end when it was
-        # resolved (every copy is below it): once expiry takes the queue's start there, no
-        # copy is left and the key is forgotten.
+        # resolved (appended, dispatched or not: every copy is below it): once expiry takes
+        # the queue's start there, no copy is left and the key is forgotten.
         self.settled: dict[str, int] = {}
         self._pruned_below = 0
         self._ending: set[str] = set()  # unique keys whose END_TRANSACTION is being applied
@@ -130,7 +130,7 @@ class TransactionService:
                 except ValueError:
                     continue
             offset = result.next_begin_offset
-        end = store.get_max_offset_in_queue(RMQ_SYS_TRANS_HALF_TOPIC, 0)
+        end = store.appended_offset_end(RMQ_SYS_TRANS_HALF_TOPIC, 0)
         for queue_offset in self.resolved:
             half = store.get_message(RMQ_SYS_TRANS_HALF_TOPIC, 0, queue_offset, 1)
             found = half.messages and half.queue_offsets[0] == queue_offset  # not a later one
@@ -220,7 +220,7 @@ class TransactionService:
         self.resolved.add(half.queue_offset)
         key = half.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         if key:
-            self.settled[key] = self._store.get_max_offset_in_queue(RMQ_SYS_TRANS_HALF_TOPIC, 0)
+            self.settled[key] = self._store.appended_offset_end(RMQ_SYS_TRANS_HALF_TOPIC, 0)
 
     # -- check-back ------------------------------------------------------------------------
 

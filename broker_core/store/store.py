@@ -866,6 +866,12 @@ class MessageStore:
         cq = self.consume_queues.find(topic, queue_id)
         return cq.max_offset if cq is not None else 0
 
+    def appended_offset_end(self, topic: str, queue_id: int) -> int:
+        """The queue offset the queue's next appended message takes: every message appended
+        to it so far is below, dispatched to its consume queue or not yet (a send is
+        answered before dispatch, so ``get_max_offset_in_queue`` may still be lower)."""
+        return self.commit_log.topic_queue_table.get((topic, queue_id), 0)
+
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """First queue offset stored at or after ``timestamp_ms`` (max offset if none)."""
         cq = self.consume_queues.find(topic, queue_id)
