@@ -24,7 +24,7 @@ from broker_core.broker.controller import BrokerController
 from broker_core.client.config import ClientConfig
 from broker_core.client.instance import ClientInstance
 from broker_core.client.message import Message, SendResult
-from broker_core.client.producer.producer import Producer
+from broker_core.client.producer.producer import BLOCKING_SENDERS_MAX, Producer
 from broker_core.client.producer.queues import RoundRobinIndex, TopicPublishInfo
 from broker_core.errors import ClientError
 from broker_core.messagequeue import MessageQueue
@@ -164,7 +164,7 @@ async def test_a_broker_hears_of_the_producer_at_its_first_send(
                 await asyncio.sleep(0.02)
 
 
-async def test_threads_sending_at_once_share_the_loop_and_a_lone_one_sends_itself(
+async def test_a_few_threads_send_on_their_own_sockets_and_more_share_the_loop(
     cluster: tuple[NamesrvServer, BrokerController],  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -186,18 +186,22 @@ async def test_threads_sending_at_once_share_the_loop_and_a_lone_one_sends_itsel
         monkeypatch.setattr(producer, "_send_blocking", by_caller)
         alone = await asyncio.to_thread(producer.send, Message(TOPIC, b"alone"))
         assert paths == ["caller"]
-        go = threading.Barrier(8, timeout=5)
+        threads = BLOCKING_SENDERS_MAX + 4
+        go = threading.Barrier(threads, timeout=5)
 
         def sender(n: int) -> list[SendResult]:
             go.wait()
             return [producer.send(Message(TOPIC, b"t%d-%d" % (n, i))) for i in range(40)]
 
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
             results = await asyncio.to_thread(
-                lambda: [r for f in [pool.submit(sender, n) for n in range(8)] for r in f.result()]
+                lambda: [r for f in [pool.submit(sender, n) for n in range(threads)] for r in f.result()]
             )
     assert alone.status.name == "SEND_OK"
-    assert len(results) == 320 and {r.status.name for r in results} == {"SEND_OK"}
-    assert len({(r.queue, r.queue_offset) for r in results}) == 320  # each stored once, apart
-    assert "loop" in paths  # senders overlapped: they were pipelined through the loop
+    total = 40 * threads
+    assert len(results) == total and {r.status.name for r in results} == {"SEND_OK"}
+    assert len({(r.queue, r.queue_offset) for r in results}) == total  # each stored once, apart
+    # Up to BLOCKING_SENDERS_MAX at once used their own sockets; those beyond went through
+    # the loop, pipelined there.
+    assert paths.count("caller") > 1 and "loop" in paths
     assert broker.store is not None and broker.store.wait_dispatched()
