@@ -871,7 +871,7 @@ def tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
     """The TLS the command connects with, from its options, else the environment (whose
     certificate paths count only with TLS on, as the console's).
 
-    Raises ConfigError for a flag value that is not a boolean, a file that cannot be loaded,
+    Raises ConfigError for a QUIVER_TLS_ENABLE that is not a boolean, a file that cannot be loaded,
     or a certificate option given without TLS on."""
     flags = {"trust_cert_path": args.tls_trust, "cert_path": args.tls_cert, "key_path": args.tls_key}
     enabled = args.tls
