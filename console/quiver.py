@@ -11,7 +11,7 @@ from typing import TypedDict, cast
 
 from django.conf import settings
 
-from broker_core.remoting.tls import client_context
+from broker_core.remoting.tls import client_context_if
 
 
 class QuiverSettings(TypedDict):
@@ -57,9 +57,8 @@ def platform_settings() -> QuiverSettings:
 def tls_context() -> ssl.SSLContext | None:
     """The SSL context the platform connects to the servers with (None: plain)."""
     config = platform_settings()
-    if not config["TLS_ENABLE"]:
-        return None
-    return client_context(
+    return client_context_if(
+        config["TLS_ENABLE"],
         trust_cert_path=config["TLS_TRUST_CERT_PATH"],
         cert_path=config["TLS_CERT_PATH"],
         key_path=config["TLS_KEY_PATH"],

@@ -17,7 +17,7 @@ from broker_core.client.admin import AdminClient
 from broker_core.errors import AdminError, AdminUnreachableError
 from broker_core.messagequeue import MessageQueue
 from broker_core.remoting.codes import ResponseCode
-from broker_core.remoting.tls import client_context
+from broker_core.remoting.tls import client_context_if
 from broker_core.topics import is_system_topic
 from spark_reports.options import EARLIEST, LATEST, ScanOptions, SourceOptionError
 
@@ -51,13 +51,12 @@ class QueueRange:
 
 def admin_client(options: ScanOptions) -> AdminClient:
     """An admin client for the scan's cluster (ACL account when given)."""
-    tls = None
-    if options.tls_enable:
-        tls = client_context(
-            trust_cert_path=options.tls_trust_cert_path,
-            cert_path=options.tls_cert_path,
-            key_path=options.tls_key_path,
-        )
+    tls = client_context_if(
+        options.tls_enable,
+        trust_cert_path=options.tls_trust_cert_path,
+        cert_path=options.tls_cert_path,
+        key_path=options.tls_key_path,
+    )
     return AdminClient(
         options.namesrv,
         timeout=options.timeout_s,

@@ -15,7 +15,7 @@ import ssl
 from dataclasses import dataclass
 
 from broker_core.errors import ConfigError
-from broker_core.remoting.tls import client_context
+from broker_core.remoting.tls import client_context_if
 
 DEFAULT_INSTANCE_NAME = "DEFAULT"
 
@@ -70,9 +70,8 @@ class ClientConfig:
 
     def tls_context(self) -> ssl.SSLContext | None:
         """The SSL context connections are made with (None: plain)."""
-        if not self.tls_enable:
-            return None
-        return client_context(
+        return client_context_if(
+            self.tls_enable,
             trust_cert_path=self.tls_client_trust_cert_path,
             cert_path=self.tls_client_cert_path,
             key_path=self.tls_client_key_path,

@@ -113,6 +113,26 @@ def outgoing_context(
         ):
             if value:
                 raise ConfigError(f"{key} is set but tlsEnable is false: set tlsEnable = true to use it")
+    return client_context_if(
+        enabled,
+        trust_cert_path=trust_cert_path,
+        cert_path=cert_path,
+        key_path=key_path,
+        key_password=key_password,
+    )
+
+
+def client_context_if(
+    enabled: bool,
+    *,
+    trust_cert_path: str = "",
+    cert_path: str = "",
+    key_path: str = "",
+    key_password: str = "",
+) -> ssl.SSLContext | None:
+    """``client_context`` with these files when TLS is on; None (plain) when it is off,
+    whatever paths are given (a client's settings: ours, the console's, a Spark source's)."""
+    if not enabled:
         return None
     return client_context(
         trust_cert_path=trust_cert_path, cert_path=cert_path, key_path=key_path, key_password=key_password
