@@ -70,6 +70,22 @@ log = logging.getLogger(__name__)
 OP_TAG = "d"
 
 
+def _plain_copy(msg: MessageExt, topic: str, props: dict[str, str]) -> MessageInner:
+    """``msg`` again, in queue 0 of ``topic`` with ``props``, without its transaction type
+    (a stored copy is a plain message: the half queue's walk reads its properties)."""
+    return MessageInner(
+        topic,
+        0,
+        msg.body,
+        props,
+        flag=msg.flag,
+        sys_flag=msg.sys_flag & ~TRANSACTION_TYPE_MASK,
+        born_timestamp=msg.born_timestamp,
+        born_host=msg.born_host,
+        reconsume_times=msg.reconsume_times,
+    )
+
+
 @dataclass
 class _Walk:
     """Where a check round has got to (the half-queue offset) and the checks it sent."""
@@ -316,18 +332,7 @@ class TransactionService:
     async def _renew(self, msg: MessageExt, props: dict[str, str]) -> MessageExt | None:
         """Store ``msg`` again in the half queue with ``props``; the stored copy, or None."""
         store = self._store
-        copy = MessageInner(
-            RMQ_SYS_TRANS_HALF_TOPIC,
-            0,
-            msg.body,
-            props,
-            flag=msg.flag,
-            sys_flag=msg.sys_flag & ~TRANSACTION_TYPE_MASK,
-            born_timestamp=msg.born_timestamp,
-            born_host=msg.born_host,
-            reconsume_times=msg.reconsume_times,
-        )
-        result = await store.put_message_async(copy)
+        result = await store.put_message_async(_plain_copy(msg, RMQ_SYS_TRANS_HALF_TOPIC, props))
         if not result.ok:
             log.warning("cannot store half message %s again for its check: %s", msg.msg_id, result.remark)
             return None
@@ -337,17 +342,7 @@ class TransactionService:
         """Checked ``transactionCheckMax`` times with no answer: kept in
         TRANS_CHECK_MAX_TIME_TOPIC for an operator, and no longer checked."""
         self.broker.topics.ensure(TopicConfig(TRANS_CHECK_MAX_TIME_TOPIC, 1, 1, 6))
-        copy = MessageInner(
-            TRANS_CHECK_MAX_TIME_TOPIC,
-            0,
-            msg.body,
-            dict(msg.properties),
-            flag=msg.flag,
-            sys_flag=msg.sys_flag & ~TRANSACTION_TYPE_MASK,
-            born_timestamp=msg.born_timestamp,
-            born_host=msg.born_host,
-            reconsume_times=msg.reconsume_times,
-        )
+        copy = _plain_copy(msg, TRANS_CHECK_MAX_TIME_TOPIC, dict(msg.properties))
         result = await self._store.put_message_async(copy)
         log.error(
             "transaction %s of producer group %s given up after %d check-backs; kept in %s (%s)",
