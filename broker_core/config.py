@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from broker_core.errors import ConfigError
+from broker_core.remoting.busypoll import DEFAULT_BUSY_POLL_MICROS, check_busy_poll_micros
 from broker_core.remoting.tls import TlsServerSettings, outgoing_context
 
 FlushDiskType = Literal["ASYNC_FLUSH", "SYNC_FLUSH"]
@@ -226,6 +227,7 @@ def _check_server_protection(config: NamesrvConfig | BrokerConfig) -> None:
         )
     if config.server_partial_frame_timeout_millis <= 0:
         raise ConfigError("serverPartialFrameTimeoutMillis must be positive")
+    check_busy_poll_micros("serverBusyPollMicros", config.server_busy_poll_micros)
 
 
 @dataclass(frozen=True)
@@ -306,6 +308,9 @@ class NamesrvConfig(TlsConfig):
     # Quiver: a frame must arrive whole this long (ms) after its first byte, or its
     # connection is closed (a peer dripping bytes would keep resetting the idle timer).
     server_partial_frame_timeout_millis: int = 30_000
+    # Quiver: how long (µs) the server polls for the next request after each read before
+    # it sleeps (``remoting.busypoll``; adaptive, 0 = never).
+    server_busy_poll_micros: int = DEFAULT_BUSY_POLL_MICROS
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -420,6 +425,9 @@ class BrokerConfig(TlsConfig, TlsClientConfig):
     # Quiver: a frame must arrive whole this long (ms) after its first byte, or its
     # connection is closed (a peer dripping bytes would keep resetting the idle timer).
     server_partial_frame_timeout_millis: int = 30_000
+    # Quiver: how long (µs) the server polls for the next request after each read before
+    # it sleeps (``remoting.busypoll``; adaptive, 0 = never).
+    server_busy_poll_micros: int = DEFAULT_BUSY_POLL_MICROS
 
     # Replication (RocketMQ 4.x master/slave, ``broker_core.ha``).  The port a master takes
     # its slaves on: -1 means listenPort + 1 (RocketMQ's default), or any free port when

@@ -120,6 +120,7 @@ class BrokerController:
             partial_frames_max_bytes=config.server_partial_frames_max_bytes,
             partial_frame_timeout=config.server_partial_frame_timeout_millis / 1000,
             tls=config.tls_server(),
+            busy_poll_micros=config.server_busy_poll_micros,
         )
         self.client = RemotingClient(tls=config.tls_client())
         self.clients = ClientTables()

@@ -15,6 +15,7 @@ import ssl
 from dataclasses import dataclass
 
 from broker_core.errors import ConfigError
+from broker_core.remoting.busypoll import DEFAULT_BUSY_POLL_MICROS, check_busy_poll_micros
 from broker_core.remoting.tls import client_context_if
 
 DEFAULT_INSTANCE_NAME = "DEFAULT"
@@ -58,6 +59,9 @@ class ClientConfig:
     tls_client_cert_path: str = ""
     tls_client_key_path: str = ""
     tls_client_key_password: str = ""
+    # Quiver: how long (µs) a thread sending synchronously polls its socket for the answer
+    # before it sleeps (``remoting.busypoll``; adaptive, 0 = never).
+    busy_poll_micros: int = DEFAULT_BUSY_POLL_MICROS
 
     def __post_init__(self) -> None:
         if self.instance_name == DEFAULT_INSTANCE_NAME:
@@ -65,6 +69,7 @@ class ClientConfig:
         for name in ("poll_name_server_interval", "heartbeat_broker_interval", "request_timeout_ms"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        check_busy_poll_micros("busy_poll_micros", self.busy_poll_micros)
         if bool(self.access_key) != bool(self.secret_key):
             raise ConfigError("an ACL account needs both an access key and a secret key")
 

@@ -138,7 +138,9 @@ class ClientInstance:
         )
         self._inner_producer: Producer | None = None
         # Sockets of threads that block on their own requests (synchronous sends).
-        self._blocking = BlockingChannels(connect_timeout=config.request_timeout_ms / 1000)
+        self._blocking = BlockingChannels(
+            connect_timeout=config.request_timeout_ms / 1000, busy_poll_micros=config.busy_poll_micros
+        )
         # Typed broker requests (send, pull, consumer list...) over ``invoke``.
         self.requests = BrokerRequests(self.invoke)
 

@@ -37,6 +37,7 @@ class NamesrvServer:
             partial_frames_max_bytes=config.server_partial_frames_max_bytes,
             partial_frame_timeout=config.server_partial_frame_timeout_millis / 1000,
             tls=config.tls_server(),
+            busy_poll_micros=config.server_busy_poll_micros,
         )
         for code in self.processor.handlers:
             self.server.register(code, self._handle)

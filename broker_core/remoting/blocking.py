@@ -6,6 +6,12 @@ a thread wake-up of 30-50 µs here: more than the broker takes to store the mess
 A thread that blocks until the answer may as well do the I/O itself, as redis-py does:
 it writes the frame on a socket of its own and reads the answer on the same socket.
 
+After writing, a thread that is the only one of its process waiting on such a socket polls
+it a moment before sleeping (``remoting.busypoll``): the answer to a request on loopback
+comes back within that window, and sleeping would cost an idle CPU's halt and wake-up.
+Two or more waiting threads sleep at once instead: they would take the GIL from each
+other.
+
 ``BlockingConnection`` is one such socket, one request at a time.  ``BlockingChannels``
 keeps one per thread and address, so threads never share a socket and no lock is taken
 per request.  These sockets carry only requests this process sends and their answers:
@@ -28,6 +34,12 @@ import threading
 import time
 import weakref
 
+from broker_core.remoting.busypoll import (
+    DEFAULT_BUSY_POLL_MICROS,
+    BusyPoll,
+    check_busy_poll_micros,
+    yield_cpu,
+)
 from broker_core.remoting.codes import RPC_ONEWAY, RPC_TYPE
 from broker_core.remoting.command import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, RemotingCommand, encode
 from broker_core.remoting.errors import (
@@ -42,20 +54,30 @@ log = logging.getLogger(__name__)
 _OPAQUE_MASK = 0x7FFFFFFF
 _READ_SIZE = 256 * 1024
 
+_waiting: set[int] = set()
+"""The threads of this process waiting for an answer on a blocking connection now (set
+operations are atomic under the GIL, so no lock)."""
+
 
 class BlockingConnection:
     """One socket to ``addr`` (``ip:port``), used by one thread at a time.
 
     The socket stays in blocking mode and waits go through ``poll`` with the time left,
-    so a request costs four system calls (an idle check, send, poll, receive); Python's
-    socket timeouts would add a mode switch per call and a poll per send.  Answers are
-    read into a buffer kept for the connection: a fresh 256 KiB ``recv`` buffer is an
-    mmap and munmap each time.
+    so a request costs an idle check, the send, and polls then a receive; Python's socket
+    timeouts would add a mode switch per call and a poll per send.  Answers are read into
+    a buffer kept for the connection: a fresh 256 KiB ``recv`` buffer is an mmap and munmap
+    each time.
     """
 
     def __init__(
-        self, addr: str, *, connect_timeout: float, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+        self,
+        addr: str,
+        *,
+        connect_timeout: float,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        busy_poll_micros: int = DEFAULT_BUSY_POLL_MICROS,
     ) -> None:
+        check_busy_poll_micros("busy_poll_micros", busy_poll_micros)
         host, sep, port = addr.rpartition(":")
         if not sep or not port.isdigit():
             raise RemotingConnectError(f"{addr!r} is not an ip:port address")
@@ -68,6 +90,7 @@ class BlockingConnection:
         self._decoder = FrameDecoder(max_frame_size)
         self._buffer = bytearray(_READ_SIZE)
         self._opaque = 0
+        self._busy_poll = BusyPoll(busy_poll_micros)
 
     @property
     def connected(self) -> bool:
@@ -131,14 +154,29 @@ class BlockingConnection:
         cmd.flag &= ~(RPC_TYPE | RPC_ONEWAY)
         buffer = self._buffer
         view = memoryview(buffer)
+        readable = self._readable
+        me = threading.get_ident()
+        _waiting.add(me)
         try:
             self._send_all(sock, encode(cmd), deadline)
+            poll_until = self._busy_poll.until(time.monotonic()) if len(_waiting) == 1 else 0.0
             while True:
-                left = deadline - time.monotonic()
-                if left <= 0 or not self._readable.poll(max(1, math.ceil(left * 1000))):
-                    if time.monotonic() >= deadline:
-                        raise TimeoutError
-                    continue  # poll woke early (a signal): wait the rest
+                if poll_until:  # poll (not sleep) for the answer a moment: remoting.busypoll
+                    if not readable.poll(0):
+                        if time.monotonic() < poll_until:
+                            yield_cpu()  # to a process that shares this CPU (the server's, say)
+                            continue
+                        self._busy_poll.miss()
+                        poll_until = 0.0
+                        continue
+                    self._busy_poll.hit()
+                    poll_until = 0.0
+                else:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not readable.poll(max(1, math.ceil(left * 1000))):
+                        if time.monotonic() >= deadline:
+                            raise TimeoutError
+                        continue  # poll woke early (a signal): wait the rest
                 received = sock.recv_into(buffer, _READ_SIZE, socket.MSG_DONTWAIT)
                 if not received:
                     raise ConnectionClosedError(
@@ -168,6 +206,8 @@ class BlockingConnection:
         except OSError as exc:
             self.close()
             raise ConnectionClosedError(f"{self.addr}: connection lost: {exc}") from exc
+        finally:
+            _waiting.discard(me)
 
     def send_oneway(self, cmd: RemotingCommand) -> None:
         """Write ``cmd`` with the oneway flag; nothing comes back.
@@ -206,9 +246,17 @@ class BlockingChannels:
     pool closes every one of them on ``close``.
     """
 
-    def __init__(self, *, connect_timeout: float = 3.0, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+    def __init__(
+        self,
+        *,
+        connect_timeout: float = 3.0,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        busy_poll_micros: int = DEFAULT_BUSY_POLL_MICROS,
+    ) -> None:
+        check_busy_poll_micros("busy_poll_micros", busy_poll_micros)
         self.connect_timeout = connect_timeout
         self.max_frame_size = max_frame_size
+        self.busy_poll_micros = busy_poll_micros
         self._local = threading.local()
         self._all: weakref.WeakSet[BlockingConnection] = weakref.WeakSet()
         self._lock = threading.Lock()
@@ -227,7 +275,10 @@ class BlockingChannels:
         conn = table.get(addr)
         if conn is None:
             conn = BlockingConnection(
-                addr, connect_timeout=self.connect_timeout, max_frame_size=self.max_frame_size
+                addr,
+                connect_timeout=self.connect_timeout,
+                max_frame_size=self.max_frame_size,
+                busy_poll_micros=self.busy_poll_micros,
             )
             table[addr] = conn
             with self._lock:

@@ -45,6 +45,7 @@ from collections.abc import Awaitable, Callable
 
 from broker_core.aio import stop_task
 from broker_core.errors import ResponseError
+from broker_core.remoting.busypoll import DEFAULT_BUSY_POLL_MICROS, LoopBusyPoll, check_busy_poll_micros
 from broker_core.remoting.codes import RPC_ONEWAY, RPC_TYPE, ResponseCode
 from broker_core.remoting.command import DEFAULT_MAX_FRAME_SIZE, RemotingCommand
 from broker_core.remoting.connection import PAUSED_BY_BACKLOG, PAUSED_BY_WRITES, Connection
@@ -193,6 +194,10 @@ class RemotingServer:
     loop iteration (or ``ROUND_FRAMES`` requests) over all queued connections
     (``_run_turns``), so one client's request
     never waits behind another's whole pipeline.
+
+    After each read the loop polls for ``busy_poll_micros`` before it sleeps, adaptively
+    (``remoting.busypoll``): a client sending one request at a time has its next one read
+    without the wake-up of an idle CPU.
     """
 
     TURN_FRAMES = 16
@@ -215,9 +220,11 @@ class RemotingServer:
         partial_frames_max_bytes: int = DEFAULT_PARTIAL_FRAMES_MAX_BYTES,
         partial_frame_timeout: float | None = DEFAULT_PARTIAL_FRAME_TIMEOUT,
         tls: TlsServerSettings | None = None,
+        busy_poll_micros: int = DEFAULT_BUSY_POLL_MICROS,
     ) -> None:
         if not 0 <= write_buffer_low_water_mark <= write_buffer_high_water_mark:
             raise ValueError("the write buffer's low-water mark must be between 0 and its high-water mark")
+        check_busy_poll_micros("busy_poll_micros", busy_poll_micros)
         self.host = host
         self._requested_port = port
         self.idle_timeout = idle_timeout
@@ -236,6 +243,8 @@ class RemotingServer:
         self._dispatcher = RequestDispatcher()
         self._server: asyncio.Server | None = None
         self.connections: set[_ServerConnection] = set()
+        self.busy_poll = LoopBusyPoll(busy_poll_micros)
+        """Keeps the loop polling a moment after each read (``remoting.busypoll``)."""
 
     def register(self, code: int, handler: Handler) -> None:
         """Answer requests with ``code`` by ``handler(request, connection)``."""
@@ -427,6 +436,7 @@ class _ServerConnection(Connection):
                 return
             data = plain
         self.last_read = now = time.monotonic()
+        self._owner.busy_poll.read(now)
         quantum = self._owner.TURN_FRAMES
         try:
             commands = self._decoder.feed(data, quantum)
