@@ -7,6 +7,8 @@ import json
 import os
 import sys
 
+from broker_core.remoting.busypoll import DEFAULT_BUSY_POLL_MICROS, MAX_BUSY_POLL_MICROS
+
 from . import __doc__ as package_doc
 from .child import peer_main
 from .report import figures, print_table, summary_json
@@ -24,6 +26,16 @@ def main() -> None:
     parser.add_argument(
         "--quiver-flush", choices=FLUSH_MODES, default="ASYNC_FLUSH", help="our broker's flush"
     )
+    parser.add_argument(
+        "--quiver-busy-poll",
+        type=int,
+        default=DEFAULT_BUSY_POLL_MICROS,
+        metavar="MICROS",
+        help=(
+            "our broker's serverBusyPollMicros and our producer's busy_poll_micros "
+            f"(default {DEFAULT_BUSY_POLL_MICROS}, as shipped; 0: never poll before sleeping)"
+        ),
+    )
     parser.add_argument("--role", choices=("peer",), help=argparse.SUPPRESS)
     parser.add_argument("spec", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -33,6 +45,8 @@ def main() -> None:
         os._exit(0)  # client threads (our instance, pika) need not be waited for
     if args.count is not None and args.count <= 0:
         raise SystemExit("--count must be positive")
+    if not 0 <= args.quiver_busy_poll <= MAX_BUSY_POLL_MICROS:
+        raise SystemExit(f"--quiver-busy-poll must be 0 to {MAX_BUSY_POLL_MICROS}")
     print(f"peers benchmark: 1 KiB messages, {os.cpu_count()} cores, Python {sys.version.split()[0]}")
     result = run(args)
     table = figures(result)

@@ -77,10 +77,17 @@ def run(args: argparse.Namespace) -> Run:
     try:
         quiver: dict[str, Any] = {}
         if "quiver" in systems:
-            namesrv, broker = start_cluster(work, [], args.quiver_flush)
+            busy_poll = args.quiver_busy_poll
+            extra = {"serverBusyPollMicros": str(busy_poll)}
+            namesrv, broker = start_cluster(work, [], args.quiver_flush, extra)
             servers += [broker, namesrv]
-            quiver = {"namesrv": namesrv.addr, "broker": broker.addr, "flush": args.quiver_flush}
-            result.info["quiver"] = quiver_description(args.quiver_flush)
+            quiver = {
+                "namesrv": namesrv.addr,
+                "broker": broker.addr,
+                "flush": args.quiver_flush,
+                "busy_poll": busy_poll,
+            }
+            result.info["quiver"] = quiver_description(args.quiver_flush, busy_poll)
             print(f"quiver: broker {broker.addr}, nameserver {namesrv.addr}, work dir {work}")
         for system in systems:
             if system == "quiver":

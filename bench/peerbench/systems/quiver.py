@@ -16,6 +16,8 @@ from typing import Any
 
 from servers import create_topic  # bench/servers.py
 
+from broker_core.remoting.busypoll import DEFAULT_BUSY_POLL_MICROS
+
 from ..measure import (
     Latencies,
     Meter,
@@ -48,10 +50,11 @@ class Quiver:
         self.broker = spec["broker"]
         self.name = spec.get("name", "")
         self.flush = spec.get("flush", "ASYNC_FLUSH")
+        self.busy_poll = int(spec.get("busy_poll", DEFAULT_BUSY_POLL_MICROS))
 
     def describe(self) -> dict[str, Any]:
         """What the parent prints for Quiver (it starts our servers, so it knows the flush)."""
-        return quiver_description(self.flush)
+        return quiver_description(self.flush, self.busy_poll)
 
     def create(self) -> None:
         create_topic(self.broker, self.name, QUIVER_QUEUES)
@@ -67,10 +70,12 @@ class Quiver:
 
     def producer(self) -> Any:
         """A started Producer whose route to the topic is known (first send retried)."""
+        from broker_core.client.config import ClientConfig
         from broker_core.client.message import Message
         from broker_core.client.producer.producer import Producer
 
-        producer = Producer(f"PeersProducer_{self.name}", self.namesrv).start()
+        config = ClientConfig(namesrv_addr=self.namesrv, busy_poll_micros=self.busy_poll)
+        producer = Producer(f"PeersProducer_{self.name}", self.namesrv, config=config).start()
         for attempt in range(50):
             try:
                 producer.send(Message(self.name, BODY))
@@ -325,7 +330,7 @@ def quiver_source() -> str:
     return f"{root} at commit {head.stdout.strip()}, {state}"
 
 
-def quiver_description(flush: str) -> dict[str, Any]:
+def quiver_description(flush: str, busy_poll: int = DEFAULT_BUSY_POLL_MICROS) -> dict[str, Any]:
     if flush == "SYNC_FLUSH":
         what = "a send is answered after its record is fsync'd (group commit across concurrent writers)"
     else:
@@ -336,5 +341,16 @@ def quiver_description(flush: str) -> dict[str, Any]:
     return {
         "server": f"quiver broker + nameserver (python -m broker_core), fresh store; code: {quiver_source()}",
         "durability": f"{flush}: {what}; consumer offsets committed to the broker every 5 s and at shutdown",
-        "client": "broker_core.client",
+        "client": f"broker_core.client; {busy_poll_description(busy_poll)}",
     }
+
+
+def busy_poll_description(busy_poll: int) -> str:
+    """What ``--quiver-busy-poll`` chose, in words."""
+    if busy_poll == 0:
+        return "no polling before sleeping (broker serverBusyPollMicros and producer busy_poll_micros 0)"
+    shipped = ", as shipped" if busy_poll == DEFAULT_BUSY_POLL_MICROS else ""
+    return (
+        f"a wait polls up to {busy_poll} µs before sleeping (broker serverBusyPollMicros and producer "
+        f"busy_poll_micros{shipped})"
+    )
