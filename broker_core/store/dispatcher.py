@@ -196,7 +196,23 @@ class Dispatcher:
     def _quick_to_dispatch(self) -> bool:
         """Whether the records waiting fit the consume queues' and the index's current files
         (no file to create, no pages to fault in) and are few enough for a loop to take."""
-        if len(self.commit_log.appended) > QUICK_DRAIN_MAX:
+        appended = self.commit_log.appended
+        if len(appended) == 1:  # one-at-a-time sends: one record, checked without the tallies
+            try:
+                _phys, _size, _queue_offset, _store_ts, msg = appended[0]
+            except IndexError:  # the dispatcher thread took it meanwhile
+                return True
+            if not isinstance(msg, DispatchRun):
+                cq = self.consume_queues.find(msg.topic, msg.queue_id)
+                if cq is None or not cq.has_room(1):
+                    return False
+                props = msg.properties
+                return (
+                    self.index is None
+                    or ("UNIQ_KEY" not in props and "KEYS" not in props)
+                    or self.index.has_room(_INDEX_ITEMS_PER_RECORD)
+                )
+        elif len(appended) > QUICK_DRAIN_MAX:
             return False
         waiting = list(self.commit_log.appended)  # (a copy: other threads may append)
         entries: dict[tuple[str, int], int] = {}
@@ -263,6 +279,11 @@ class Dispatcher:
             action()
 
     def _dispatch_batch(self, batch: list[Appended]) -> None:
+        if len(batch) == 1:
+            phys, size, queue_offset, store_ts, msg = batch[0]
+            if type(msg) is MessageInner:
+                self._dispatch_one(phys, size, queue_offset, store_ts, msg)
+                return
         delays = self.delay_levels_ms
         pack = _CQ_ENTRY.pack
         # Per queue: packed 20-byte entries, in queue order, and the first one's offset.
@@ -313,6 +334,35 @@ class Dispatcher:
         if self.index is not None and index_items:
             self.index.add_items(index_items)
         phys, size, _queue_offset, store_ts, _msg = batch[-1]
+        self.dispatched_offset = phys + size
+        self.last_store_timestamp = store_ts
+        if arrived:
+            for listener in self.listeners:
+                try:
+                    listener(arrived)
+                except Exception:  # a listener's bug must not stop dispatching
+                    log.exception("message arrival listener failed")
+
+    def _dispatch_one(
+        self, phys: int, size: int, queue_offset: int, store_ts: int, msg: MessageInner
+    ) -> None:
+        """``_dispatch_batch`` of one message's record (a one-at-a-time send's), with none of
+        the per-queue grouping: the same entries, index items and arrivals."""
+        topic, props = msg.topic, msg.properties
+        items = record_items(topic, phys, store_ts, props.get("UNIQ_KEY"), props.get("KEYS"))
+        arrived = None
+        if msg.sys_flag & TRANSACTION_TYPE_MASK not in _SKIP_CQ:
+            tags_code = msg.tags_code
+            if topic == SCHEDULE_TOPIC:
+                delays = self.delay_levels_ms
+                tags_code = store_ts + delays[min(msg.queue_id, len(delays) - 1)]
+            key = (topic, msg.queue_id)
+            self.consume_queues.find_or_create(*key).put_packed(
+                _CQ_ENTRY.pack(phys, size, tags_code), queue_offset
+            )
+            arrived = {key: 1}
+        if self.index is not None and items:
+            self.index.add_items(items)
         self.dispatched_offset = phys + size
         self.last_store_timestamp = store_ts
         if arrived:

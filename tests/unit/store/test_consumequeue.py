@@ -224,7 +224,12 @@ def consume_queue_files(root: Path) -> dict[str, Path]:
     return {str(p.relative_to(root)): p for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_it_rebuilds_consume_queues_byte_for_byte_from_the_commit_log(tmp_path: Path) -> None:
+@pytest.mark.parametrize("drain_each", [False, True], ids=["batches", "one-at-a-time"])
+def test_it_rebuilds_consume_queues_byte_for_byte_from_the_commit_log(
+    tmp_path: Path, drain_each: bool
+) -> None:
+    # one-at-a-time: each append is dispatched alone (the dispatcher's one-record path, as
+    # a broker's one-at-a-time sends are); batches: as the dispatcher thread finds them.
     config = tiny_config(tmp_path / "store")
     clock = Clock()
     rng = random.Random(3)
@@ -241,6 +246,8 @@ def test_it_rebuilds_consume_queues_byte_for_byte_from_the_commit_log(tmp_path: 
             assert store.put_messages([msg, MessageInner(topic, queue_id, b"pair", {"TAGS": "TagA"})]).ok
         else:
             assert store.put_message(msg).ok
+        if drain_each:
+            store.dispatcher.drain()
     assert store.check() == []
     assert store.get_max_offset_in_queue(ORDERS, 0) > 2 * 100, "consume-queue files must roll"
     assert store.get_max_offset_in_queue(SCHEDULE_TOPIC, 0) > 0
