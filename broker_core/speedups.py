@@ -2,7 +2,7 @@
 
 The install compiles ``broker_core._speedups`` where a C compiler is present; every hot
 path that has a C version (record writing and decoding, the index insert loop, Java's
-``String.hashCode``, the remoting frame codec) also has a pure-Python twin that the tests
+``String.hashCode``, a slave's record scan) also has a pure-Python twin that the tests
 hold it to.  ``QUIVER_PURE_PYTHON=1`` in the environment makes every process started with
 it run the pure-Python twins even where the module is built, so the suite can prove the
 fallback correct on a machine that has a compiler (``.ci/run`` runs the store and
