@@ -80,8 +80,14 @@ INLINE_DRAIN_BYTES = 256 * 1024
 def queue_tags_code(req: DispatchRequest, delay_levels_ms: Sequence[int]) -> int:
     """The tagsCode of ``req``'s consume-queue entry (a delayed message's is its due time)."""
     if req.topic == SCHEDULE_TOPIC:
-        return req.store_timestamp + delay_levels_ms[min(req.queue_id, len(delay_levels_ms) - 1)]
+        return delay_due_time(req.store_timestamp, req.queue_id, delay_levels_ms)
     return req.tags_code
+
+
+def delay_due_time(store_timestamp: int, queue_id: int, delay_levels_ms: Sequence[int]) -> int:
+    """When a record of ``SCHEDULE_TOPIC``'s queue ``queue_id`` (one queue per delay level)
+    is due: its consume-queue entry's tagsCode."""
+    return store_timestamp + delay_levels_ms[min(queue_id, len(delay_levels_ms) - 1)]
 
 
 class Dispatcher:
@@ -311,7 +317,7 @@ class Dispatcher:
                     msg.tags_code if isinstance(msg, MessageInner) else tags_code_of(props.get("TAGS"))
                 )
                 if topic == SCHEDULE_TOPIC:
-                    tags_code = store_ts + delays[min(msg.queue_id, len(delays) - 1)]
+                    tags_code = delay_due_time(store_ts, msg.queue_id, delays)
                 entries, count = pack(phys, size, tags_code), 1
             key = (topic, msg.queue_id)
             chunks = groups.get(key)
@@ -334,14 +340,7 @@ class Dispatcher:
         if self.index is not None and index_items:
             self.index.add_items(index_items)
         phys, size, _queue_offset, store_ts, _msg = batch[-1]
-        self.dispatched_offset = phys + size
-        self.last_store_timestamp = store_ts
-        if arrived:
-            for listener in self.listeners:
-                try:
-                    listener(arrived)
-                except Exception:  # a listener's bug must not stop dispatching
-                    log.exception("message arrival listener failed")
+        self._dispatched(phys + size, store_ts, arrived)
 
     def _dispatch_one(
         self, phys: int, size: int, queue_offset: int, store_ts: int, msg: MessageInner
@@ -354,8 +353,7 @@ class Dispatcher:
         if msg.sys_flag & TRANSACTION_TYPE_MASK not in _SKIP_CQ:
             tags_code = msg.tags_code
             if topic == SCHEDULE_TOPIC:
-                delays = self.delay_levels_ms
-                tags_code = store_ts + delays[min(msg.queue_id, len(delays) - 1)]
+                tags_code = delay_due_time(store_ts, msg.queue_id, self.delay_levels_ms)
             key = (topic, msg.queue_id)
             self.consume_queues.find_or_create(*key).put_packed(
                 _CQ_ENTRY.pack(phys, size, tags_code), queue_offset
@@ -363,7 +361,12 @@ class Dispatcher:
             arrived = {key: 1}
         if self.index is not None and items:
             self.index.add_items(items)
-        self.dispatched_offset = phys + size
+        self._dispatched(phys + size, store_ts, arrived)
+
+    def _dispatched(self, end: int, store_ts: int, arrived: dict[tuple[str, int], int] | None) -> None:
+        """Records up to commit-log offset ``end`` (the last stored at ``store_ts``) are in
+        their queues and the index: say so, and tell the listeners what ``arrived``."""
+        self.dispatched_offset = end
         self.last_store_timestamp = store_ts
         if arrived:
             for listener in self.listeners:
