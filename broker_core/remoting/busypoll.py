@@ -100,6 +100,11 @@ class LoopBusyPoll:
         self._until = 0.0
 
     @property
+    def window(self) -> float:
+        """Seconds the loop polls after a read (0: never)."""
+        return self._policy.window
+
+    @property
     def polling(self) -> bool:
         """Whether the loop is polling now (a read came less than a window ago)."""
         return self._polling

@@ -314,3 +314,23 @@ def test_the_protections_have_defaults_and_are_set_from_the_config_files(tmp_pat
             assert asyncio.run(drip())
         finally:
             dripper.close()
+
+
+def test_the_busy_poll_window_is_set_from_the_config_and_zero_turns_it_off(tmp_path: Path) -> None:
+    # serverBusyPollMicros (remoting.busypoll): 200 µs by default, for both servers.
+    async def check() -> None:
+        async with run_namesrv() as ns, run_broker(tmp_path / "store", ns.address) as broker:
+            assert ns.server.busy_poll.window == broker.server.busy_poll.window == 0.0002
+        async with (
+            run_namesrv(server_busy_poll_micros=0) as ns,
+            run_broker(tmp_path / "store2", ns.address, server_busy_poll_micros=1500) as broker,
+        ):
+            assert ns.server.busy_poll.window == 0
+            assert broker.server.busy_poll.window == 0.0015
+
+    asyncio.run(check())
+    config, store_config, unknown = load_broker_config(
+        {"storePathRootDir": str(tmp_path / "conf-store"), "serverBusyPollMicros": "0"}
+    )
+    assert unknown == []
+    assert BrokerController(config, store_config).server.busy_poll.window == 0

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from broker_core.client.config import ClientConfig
+from broker_core.client.instance import ClientInstance
 from broker_core.config import BrokerConfig, NamesrvConfig, load_broker_config
 from broker_core.errors import ConfigError
 from broker_core.remoting import blocking
@@ -96,6 +97,20 @@ def test_the_broker_file_key_reaches_the_config() -> None:
     namesrv, unknown = NamesrvConfig.from_properties({"serverBusyPollMicros": "50"})
     assert namesrv.server_busy_poll_micros == 50
     assert unknown == []
+
+
+@pytest.mark.parametrize("micros", [0, 750])
+def test_a_clients_setting_reaches_its_sync_senders_sockets(micros: int) -> None:
+    config = ClientConfig(
+        namesrv_addr="127.0.0.1:9", instance_name=f"busy-poll-{micros}", busy_poll_micros=micros
+    )
+    instance = ClientInstance.acquire(config)
+    try:
+        channels = instance._blocking
+        assert channels.busy_poll_micros == micros
+        assert channels.connection("127.0.0.1:9")._busy_poll.window == micros / 1_000_000
+    finally:
+        instance.release()
 
 
 async def settle(busy: LoopBusyPoll) -> None:
