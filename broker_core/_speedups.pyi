@@ -87,6 +87,11 @@ def decode_records(
     """Decode records laid back to back: (instances of ``cls``, or tuples of MessageExt's
     fields, and None) or (the records before a bad one, (its position, why))."""
 
+def decode_command(buf: _Readable, start: int, end: int, cls: type[_T], /) -> _T | None:
+    """The frame in ``buf[start:end]`` (after its length prefix) as ``cls(code, language,
+    version, opaque, flag, remark, ext_fields, body)`` when its header is JSON in the usual
+    shape; None hands it to ``command._decode``'s Python path."""
+
 def scan_records(
     buf: _Readable, pos: int, limit: int, base_phys: int, delay_topic: bytes, delay_levels: tuple[int, ...], /
 ) -> tuple[int, list[tuple[str, int, int, int, bytes, int, int, int]], list[_IndexItem]]:

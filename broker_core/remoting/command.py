@@ -33,7 +33,7 @@ connection).
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +48,7 @@ from broker_core.remoting.codes import (
     SerializeType,
 )
 from broker_core.remoting.errors import FrameError
+from broker_core.speedups import compiled
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
@@ -74,6 +75,13 @@ _LANGUAGE_CODES = {member.name: member.value for member in LanguageCode}
 _JSON = int(SerializeType.JSON)
 _ROCKETMQ = int(SerializeType.ROCKETMQ)
 _EMPTY = b""
+
+# The C decoder (``_speedups.decode_command``) takes the usual JSON-header frames and hands
+# every other one back (None) to ``_decode``'s Python path, which is the reference and owns
+# every error; None here without the compiled module.  Encoding is orjson's either way.
+_c_decode: Callable[..., RemotingCommand | None] | None = (
+    None if compiled is None else compiled.decode_command
+)
 
 
 @dataclass(slots=True)
@@ -254,6 +262,10 @@ def decode(frame: bytes | bytearray | memoryview) -> RemotingCommand:
 
 def _decode(view: memoryview, start: int, end: int) -> RemotingCommand:
     """Decode the frame in ``view[start:end]`` (header-length word first, prefix excluded)."""
+    if _c_decode is not None:
+        cmd = _c_decode(view, start, end, RemotingCommand)
+        if cmd is not None:
+            return cmd
     (word,) = _U32.unpack_from(view, start)
     header_length = word & _HEADER_LENGTH_MASK
     header_start = start + 4
