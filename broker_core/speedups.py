@@ -3,10 +3,11 @@
 The install compiles ``broker_core._speedups`` where a C compiler is present; every hot
 path that has a C version (record writing and decoding, the index insert loop, Java's
 ``String.hashCode``, a slave's record scan, a frame's JSON header) also has a
-pure-Python twin that the tests hold it to.  ``QUIVER_PURE_PYTHON=1`` in the environment makes every process started with
-it run the pure-Python twins even where the module is built, so the suite can prove the
-fallback correct on a machine that has a compiler (``.ci/run`` runs the store and
-remoting tests that way as well).  Read once, at import: a process does not switch.
+pure-Python twin that the tests hold it to.  ``QUIVER_PURE_PYTHON=1`` in the environment
+makes every process started with it run the pure-Python twins even where the module is
+built, so the suite can prove the fallback correct on a machine that has a compiler
+(``.ci/run`` runs the unit tests that way as well).  Read once, at import: a process
+does not switch.
 """
 
 from __future__ import annotations
