@@ -2,7 +2,6 @@ package quiver.conformance;
 
 import java.util.List;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
-import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageExt;
 
@@ -20,11 +19,7 @@ final class LitePull {
         consumer.setNamesrvAddr(options.text("namesrv"));
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         consumer.subscribe(options.text("topic"), Consumers.selector(options));
-        try {
-            consumer.start();
-        } catch (MQClientException error) {
-            Report.failure("start_failed", error);
-            consumer.shutdown();
+        if (!Consumers.start(consumer::start, consumer::shutdown)) {
             return;
         }
         Report.event("started");

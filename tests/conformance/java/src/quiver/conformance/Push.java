@@ -7,7 +7,6 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
-import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
@@ -47,11 +46,7 @@ final class Push {
                 return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
             });
         }
-        try {
-            consumer.start();
-        } catch (MQClientException error) {
-            Report.failure("start_failed", error);
-            consumer.shutdown();
+        if (!Consumers.start(consumer::start, consumer::shutdown)) {
             return;
         }
         Report.event("started", "clientId", consumer.buildMQClientId());
