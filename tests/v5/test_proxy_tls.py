@@ -19,6 +19,8 @@ from tests.integration.clusterhelpers import wait_until_routed
 from tests.tlscerts import make_pki, server_tls
 
 from .children import V5_MISSING, V5_PYTHON, run_v5
+from .test_proxy_acl import ACL
+from .test_proxy_acl import TOPIC as ACL_TOPIC
 
 TOPIC = "OverTls"
 
@@ -60,6 +62,45 @@ async def test_the_proxy_reaches_an_enforcing_cluster_over_tls(tmp_path: Path, p
             result = broker.store.get_message(TOPIC, queue_id, 0, 64)
             stored |= {decode_record(raw).uniq_key for raw in result.messages}
         assert {line["message_id"] for line in normal} <= stored
+
+
+@pytest.mark.skipif(not V5_PYTHON.exists(), reason=V5_MISSING)
+async def test_with_acl_the_proxys_signing_clients_speak_tls_too(tmp_path: Path, pki: dict[str, str]) -> None:
+    # enableAclRpcHookForClusterMode: the proxy reaches the brokers through one client per
+    # account, each signing as it; each must use the proxy's TLS too, or the enforcing
+    # cluster drops it and the account's sends fail.
+    auth = server_tls(pki, "enforcing")
+    mine = {"tls_enable": True, "tls_client_trust_cert_path": pki["ca"]}
+    store = tmp_path / "store"
+    (store / "config").mkdir(parents=True)
+    acl_file = store / "config" / "plain_acl.yml"
+    acl_file.write_text(ACL)
+    async with (
+        run_namesrv(**auth) as ns,
+        run_broker(store, ns.address, acl_enable=True, **auth, **mine) as broker,
+    ):
+        broker.topics.update(TopicConfig(ACL_TOPIC, 2, 2, attributes={"message.type": "MIXED"}))
+        broker.topics_changed()
+        await wait_until_routed(ns, ACL_TOPIC)
+        config = ProxyConfig(
+            namesrv_addr=ns.address,
+            grpc_server_port=0,
+            enable_acl=True,
+            plain_acl_file=str(acl_file),
+            enable_acl_rpc_hook_for_cluster_mode=True,
+            **mine,
+        )
+        proxy = ProxyServer(config)
+        await proxy.start()
+        try:
+            env = {"V5_ACCESS_KEY": "writer", "V5_SECRET_KEY": "writer-secret-1"}
+            sent = await run_v5(
+                "producer_child.py", proxy.address, ACL_TOPIC, "2", home=tmp_path / "v5", env=env
+            )
+        finally:
+            await proxy.close()
+    normal = [line for line in sent if line["kind"] == "normal"]
+    assert len(normal) == 2 and all("message_id" in line for line in normal), sent
 
 
 def test_proxy_tls_settings_that_cannot_work_are_refused_at_start(
