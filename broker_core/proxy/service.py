@@ -145,7 +145,7 @@ class MessagingService(_Servicer):  # type: ignore[misc]
                 self.config.namesrv_addrs,
                 access_key=account.access_key,
                 secret_key=account.secret_key,
-                tls=self.config.tls_client(),
+                tls=self.admin.tls,  # the proxy's one context: its files are read once
             )
             self._serve_brokers(client)
         return client

@@ -92,6 +92,8 @@ class AdminRequests:
         self._credentials = (access_key, secret_key) if access_key and secret_key else None
         self.namesrv_addrs = parse_namesrv_addr(namesrv_addr)
         self.timeout = timeout
+        self.tls = tls
+        """The SSL context connections are made with (None: plain; ignored with ``remoting``)."""
         if remoting is None:
             remoting = RemotingClient(connect_timeout=connect_timeout, tls=tls)
             self._owns_remoting = True
