@@ -64,6 +64,8 @@
  *       decodes it, when its header is JSON in the usual shape: cls(code, language,
  *       version, opaque, flag, remark, ext_fields, body).  None hands it to the Python
  *       decoder (see that section below for what is taken here).
+ *
+ *   Syncer: the SYNC_FLUSH group commit's msync worker thread (in _syncer.c, Linux only).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1787,6 +1789,9 @@ done:
 }
 
 
+/* Syncer, the GIL-free flush worker: its own file, _syncer.c, built into this module. */
+int syncer_register(PyObject *module);
+
 static PyMethodDef speedups_methods[] = {
     {"java_hash_code", java_hash_code, METH_O, "Java String.hashCode() of a str, as a signed 32-bit int."},
     {"index_put_many", index_put_many, METH_VARARGS, "Put (topic, key, phy, ts) items into an index file buffer."},
@@ -1824,5 +1829,10 @@ PyInit__speedups(void)
         !s_prepared_transaction_offset || !s_body) {
         return NULL;
     }
-    return PyModule_Create(&speedups_module);
+    PyObject *module = PyModule_Create(&speedups_module);
+    if (module != NULL && syncer_register(module) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

@@ -81,6 +81,7 @@ class MappedFile:
         "_warm_lock",
         "_closed",
         "excess",
+        "_address",
     )
 
     def __init__(self, path: Path, file_size: int, *, create: bool, exclusive: bool = False) -> None:
@@ -107,6 +108,11 @@ class MappedFile:
                 path.unlink(missing_ok=True)
             raise
         self._fd = fd
+        # Where the mapping starts, for a flush worker that msyncs without the GIL
+        # (sync_range); the anchor is dropped at once so that close() is never refused.
+        anchor = ctypes.c_char.from_buffer(self.mm)
+        self._address = ctypes.addressof(anchor)
+        del anchor
         self.wrote_position = 0
         self.flushed_position = 0
         self._flush_lock = threading.Lock()
@@ -173,6 +179,32 @@ class MappedFile:
                     os.fsync(self._fd)
                 self.flushed_position = target
             return self.flushed_position
+
+    def sync_range(self) -> tuple[int, int, int] | None:
+        """What ``flush`` would sync now, for a worker that msyncs outside Python.
+
+        ``(address, length, position)``: the mapped bytes from the page holding the first
+        unflushed byte to the last written one, and the position they make durable (for
+        ``mark_flushed`` once synced).  None when everything written is durable, when the
+        file is closed, or while a ``flush`` holds it (that flush's thread is the one to
+        wait for then).  The caller must keep the file open until the sync is done; one
+        closed meanwhile fails it with ENOMEM (msync reads no memory).
+        """
+        target = self.wrote_position
+        flushed = self.flushed_position
+        if target <= flushed or self._closed or self._flush_lock.locked():
+            return None
+        start = flushed - flushed % mmap.PAGESIZE
+        return self._address + start, target - start, target
+
+    def mark_flushed(self, position: int) -> None:
+        """Record a sync made outside ``flush`` (see ``sync_range``): durable to ``position``.
+
+        Not under the flush lock, which a flush holds for its whole msync: a concurrent
+        ``flush`` may set a lower position after this one, which only makes it sync again.
+        """
+        if position > self.flushed_position:
+            self.flushed_position = position
 
     def warm(self) -> None:
         """Fault every page in, writable, so appends never pay for first touch.

@@ -328,6 +328,25 @@ class MappedFileQueue:
             mf.flush()
         return self.flushed_offset
 
+    def sync_ranges(self) -> tuple[list[tuple[MappedFile, int, int, int]], int]:
+        """What ``flush`` would sync now, for a worker outside Python: each file with
+        unflushed data, oldest first, as ``(file, address, length, position)`` (see
+        ``MappedFile.sync_range``), and the offset everything is durable to once they are."""
+        files = self.files
+        start = len(files)
+        while start > 0 and files[start - 1].flushed_position < files[start - 1].wrote_position:
+            start -= 1
+        ranges = []
+        reached = self.flushed_offset
+        for mf in files[start:]:
+            synced = mf.sync_range()
+            if synced is None:  # closed or being flushed: not this worker's to promise
+                break
+            address, length, position = synced
+            ranges.append((mf, address, length, position))
+            reached = mf.file_from_offset + position
+        return ranges, reached
+
     def truncate(self, offset: int) -> None:
         """Drop everything at or after logical ``offset`` (files wholly past it are deleted)."""
         if self._preallocator is not None:

@@ -164,6 +164,7 @@ class MessageStore:
             sync=self._sync_flush,
             interval_ms=config.flush_interval_commit_log,
             housekeeping=self.commit_log.queue.prepare_next_if_due,
+            sync_ranges=self.commit_log.queue.sync_ranges,
         )
         self.logics_flush = PeriodicService(
             "flush-logics", self._flush_logics, config.flush_interval_consume_queue
