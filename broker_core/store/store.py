@@ -49,6 +49,7 @@ from broker_core.store.cleanup import ExpiryReport, decide_expiry, disk_used_rat
 from broker_core.store.commitlog import CommitLog, DiskFullError
 from broker_core.store.consumequeue import BLANK_ENTRY_SIZE, ConsumeQueueStore
 from broker_core.store.damage import DamagedRange, DamageLog
+from broker_core.store.deadlines import Deadlines
 from broker_core.store.dispatcher import ArrivalListener, Dispatcher
 from broker_core.store.flush import FlushCommitLogService, PeriodicService
 from broker_core.store.geometry import GEOMETRY_FILE, StoreGeometry, resolve_geometry, write_geometry
@@ -75,19 +76,6 @@ _NO_WAIT = {PROPERTY_WAIT_STORE_MSG_OK: "false"}  # how put_delivered's appends 
 READ_CHUNK_ENTRIES = 256
 # A key query walks at most this many index entries sharing the key's hash.
 MAX_KEY_QUERY_SCAN = 65_536
-
-
-def _expire_flush_wait(future: asyncio.Future[bool]) -> None:
-    if not future.done():
-        future.set_result(False)
-
-
-async def _within(future: asyncio.Future[bool], timeout_s: float) -> bool:
-    """The future's answer, or False when it has none within ``timeout_s``."""
-    timer = asyncio.get_running_loop().call_later(timeout_s, _expire_flush_wait, future)
-    answer = await future
-    timer.cancel()
-    return answer
 
 
 class Replication(Protocol):
@@ -159,6 +147,8 @@ class MessageStore:
         self.timers = TimerMessageService(self, self.schedule.delivery_lock)
         self.schedule.timers = self.timers
         self._sync_flush = config.flush_disk_type == "SYNC_FLUSH"
+        # syncFlushTimeout for asyncio waiters (disk, slave): one timer per loop, not per put.
+        self._deadlines: Deadlines | None = None
         self.flush_service = FlushCommitLogService(
             self.commit_log.flush,
             sync=self._sync_flush,
@@ -560,23 +550,32 @@ class MessageStore:
         Returns the result, marked FLUSH_DISK_TIMEOUT when the flush did not come within
         ``syncFlushTimeout``; a result with nothing to wait for is returned as it is.
         """
-        timeout_s = self.config.sync_flush_timeout / 1000
         future = result.async_flush
         if future is not None:
             result.async_flush = None
-            if not await _within(future, timeout_s):
+            self._deadlines_here().add(future)
+            if not await future:
                 result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
                 result.remark = f"not flushed within syncFlushTimeout ({self.config.sync_flush_timeout} ms)"
         future = result.async_replica
         if future is not None:
             result.async_replica = None
-            if not await _within(future, timeout_s):
+            self._deadlines_here().add(future)
+            if not await future:
                 result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
                 result.remark = (
                     f"stored on the master; no slave confirmed it within syncFlushTimeout "
                     f"({self.config.sync_flush_timeout} ms)"
                 )
         return result
+
+    def _deadlines_here(self) -> Deadlines:
+        """The running loop's ``syncFlushTimeout`` deadlines (made anew when the loop changes)."""
+        loop = asyncio.get_running_loop()
+        deadlines = self._deadlines
+        if deadlines is None or deadlines.loop is not loop:
+            deadlines = self._deadlines = Deadlines(loop, self.config.sync_flush_timeout / 1000)
+        return deadlines
 
     # -- replication -------------------------------------------------------------------
 
