@@ -11,7 +11,9 @@ Figures (1 KiB bodies, a UNIQ_KEY and a tag on every message, as the official cl
   returns, and until everything is dispatched.  A batch is what a producer sends: one
   request body with the 32 messages encoded back to back (RocketMQ's batch format);
 * SYNC_FLUSH with 1 and with 32 concurrent writers, asyncio tasks awaiting their acks as
-  the broker's connections do (group commit);
+  the broker's connections do (group commit), served as shipped (the compiled msync
+  worker where it is built) and, side by side, by the flush thread alone (its
+  pure-Python twin); runs alternate and the median is kept;
 * sequential read through the consume queues (pull-sized reads of 32);
 * key lookup latency (index query + record read + key check) with 1 M messages indexed.
 
@@ -51,6 +53,7 @@ from broker_core.model.message import (  # noqa: E402
     encode_batch,
     encode_properties,
 )
+from broker_core.store import flush  # noqa: E402
 from broker_core.store.store import MessageStore  # noqa: E402
 
 BODY = b"q" * 1024
@@ -209,14 +212,20 @@ def bench_append(directory: Path, n: int, batch: int) -> dict[str, float]:
     return {"append_per_s": n / appended, "dispatched_per_s": n / dispatched}
 
 
-def bench_sync(directory: Path, total: int, writers: int) -> float:
+def bench_sync(directory: Path, total: int, writers: int, *, worker: bool = True) -> float:
     """SYNC_FLUSH msgs/s with ``writers`` concurrent producers, each waiting for its ack.
 
     The writers are asyncio tasks on one uvloop event loop, as the broker serves
     concurrent producer connections; each awaits its message's fsync before sending the
-    next.
+    next.  ``worker=False`` leaves them to the flush thread (the compiled worker's twin).
     """
-    store = open_store(directory, flush_disk_type="SYNC_FLUSH")
+    shipped = flush.Syncer
+    if not worker:
+        flush.Syncer = None
+    try:
+        store = open_store(directory, flush_disk_type="SYNC_FLUSH")
+    finally:
+        flush.Syncer = shipped
     try:
         per_writer = total // writers
         batches = [make_messages(per_writer, start=w * per_writer) for w in range(writers)]
@@ -315,13 +324,29 @@ def main() -> None:
             f"({batch_append / ceiling:.0%} of ceiling); incl. dispatch {batch_dispatched:,.0f}/s"
         )
         sync_total = 4_000 if args.quick else 20_000
-        sync_1 = bench_sync(root / "sync1", sync_total // 4, 1)
-        sync_32 = bench_sync(root / "sync32", sync_total, 32)
+        worker = flush.Syncer is not None
+        runs: dict[str, list[float]] = {"1": [], "32": [], "1 thread": [], "32 thread": []}
+        for _ in range(repeat):
+            runs["1"].append(bench_sync(root / "sync1", sync_total // 4, 1))
+            runs["32"].append(bench_sync(root / "sync32", sync_total, 32))
+            if worker:
+                runs["1 thread"].append(bench_sync(root / "sync1", sync_total // 4, 1, worker=False))
+                runs["32 thread"].append(bench_sync(root / "sync32", sync_total, 32, worker=False))
+        sync_1, sync_32 = statistics.median(runs["1"]), statistics.median(runs["32"])
         print(f"SYNC_FLUSH, 1 writer:                            {sync_1:12,.0f} msgs/s")
         print(
             f"SYNC_FLUSH, 32 writers (group commit):           {sync_32:12,.0f} msgs/s "
             f"({sync_32 / sync_1:.1f}x)"
         )
+        thread_1 = statistics.median(runs["1 thread"]) if worker else sync_1
+        thread_32 = statistics.median(runs["32 thread"]) if worker else sync_32
+        if worker:
+            print(f"  (served by the msync worker; by the flush thread alone: 1 writer {thread_1:,.0f},")
+            print(
+                f"  32 writers {thread_32:,.0f} msgs/s, so the worker is {sync_32 / thread_32:.2f}x with 32)"
+            )
+        else:
+            print("  (served by the flush thread: the compiled msync worker is not built or switched off)")
         reads = bench_read_and_lookup(root / "read", indexed, 2_000 if args.quick else 10_000)
         print(f"sequential read through consume queues:          {reads['read_per_s']:12,.0f} msgs/s")
         print(
@@ -345,6 +370,10 @@ def main() -> None:
         "sync_flush_1_writer_msgs_s": round(sync_1),
         "sync_flush_32_writers_msgs_s": round(sync_32),
         "sync_flush_group_commit_speedup": round(sync_32 / sync_1, 1),
+        "sync_flush_worker": worker,
+        "sync_flush_thread_1_writer_msgs_s": round(thread_1),
+        "sync_flush_thread_32_writers_msgs_s": round(thread_32),
+        "sync_flush_worker_vs_thread_32": round(sync_32 / thread_32, 2),
         "read_msgs_s": round(reads["read_per_s"]),
         "indexed_messages": indexed,
         "lookup_p50_ms": round(reads["lookup_p50_ms"], 4),
