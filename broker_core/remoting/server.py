@@ -42,6 +42,7 @@ import logging
 import ssl
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from broker_core.aio import stop_task
 from broker_core.errors import ResponseError
@@ -69,7 +70,8 @@ class RequestDispatcher:
     def __init__(self) -> None:
         self._table: dict[int, tuple[Handler, bool]] = {}
         self._default: tuple[Handler, bool] | None = None
-        self.tasks: set[asyncio.Task[None]] = set()
+        # Handler tasks, and futures a handler returned, still to answer (cancelled at stop).
+        self.tasks: set[asyncio.Future[Any]] = set()
 
     def register(self, code: int, handler: Handler) -> None:
         """Route requests with ``code`` to ``handler`` (replacing any earlier one)."""
@@ -101,6 +103,8 @@ class RequestDispatcher:
             self._spawn(result, request, conn)  # type: ignore[arg-type]
         elif result is None or type(result) is RemotingCommand:
             _reply(request, result, conn)
+        elif isinstance(result, asyncio.Future):
+            self._reply_when_done(result, request, conn)
         elif inspect.isawaitable(result):
             self._spawn(result, request, conn)
         else:  # a RemotingCommand subclass
@@ -113,6 +117,29 @@ class RequestDispatcher:
         task = asyncio.get_running_loop().create_task(_run(awaitable, request, conn))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+
+    def _reply_when_done(
+        self, future: asyncio.Future[RemotingCommand | None], request: RemotingCommand, conn: Connection
+    ) -> None:
+        """Answer from a future a handler returned, when it is done: no task to run."""
+        conn.task_started()
+        self.tasks.add(future)
+        future.add_done_callback(lambda done: self._reply_done(done, request, conn))
+
+    def _reply_done(
+        self, future: asyncio.Future[RemotingCommand | None], request: RemotingCommand, conn: Connection
+    ) -> None:
+        self.tasks.discard(future)
+        try:
+            if future.cancelled():  # shutting down: nobody to answer
+                return
+            exc = future.exception()
+            if exc is None:
+                _reply(request, future.result(), conn)
+            elif isinstance(exc, Exception):
+                _reply(request, _error_response(request, exc), conn)
+        finally:
+            conn.task_finished()
 
     async def cancel_all(self) -> None:
         """Cancel every running handler task and wait for them to end."""

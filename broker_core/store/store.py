@@ -527,8 +527,7 @@ class MessageStore:
         except FutureTimeout:
             durable = False
         if not durable:
-            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-            result.remark = f"not flushed within syncFlushTimeout ({self.config.sync_flush_timeout} ms)"
+            self._flush_timed_out(result)
         return result
 
     async def put_message_async(self, msg: MessageInner) -> PutMessageResult:
@@ -545,29 +544,78 @@ class MessageStore:
         return result
 
     async def wait_flushed_async(self, result: PutMessageResult) -> PutMessageResult:
-        """Wait until what ``append(..., waiter="async")`` wrote is on disk (SYNC_FLUSH).
+        """Wait until what ``append(..., waiter="async")`` wrote is on disk (SYNC_FLUSH) and
+        on a slave (SYNC_MASTER).
 
-        Returns the result, marked FLUSH_DISK_TIMEOUT when the flush did not come within
-        ``syncFlushTimeout``; a result with nothing to wait for is returned as it is.
+        Returns the result, marked FLUSH_DISK_TIMEOUT or FLUSH_SLAVE_TIMEOUT when that did
+        not come within ``syncFlushTimeout``; a result with nothing to wait for is returned
+        as it is.  ``when_durable`` is the same without a coroutine.
         """
         future = result.async_flush
         if future is not None:
             result.async_flush = None
             self._deadlines_here().add(future)
             if not await future:
-                result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-                result.remark = f"not flushed within syncFlushTimeout ({self.config.sync_flush_timeout} ms)"
+                self._flush_timed_out(result)
         future = result.async_replica
         if future is not None:
             result.async_replica = None
             self._deadlines_here().add(future)
             if not await future:
-                result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
-                result.remark = (
-                    f"stored on the master; no slave confirmed it within syncFlushTimeout "
-                    f"({self.config.sync_flush_timeout} ms)"
-                )
+                self._replica_timed_out(result)
         return result
+
+    def when_durable(self, result: PutMessageResult, then: Callable[[PutMessageResult], object]) -> None:
+        """``wait_flushed_async`` as callbacks: ``then(result)`` is called on the running
+        loop once the wait is over (at once when there is nothing to wait for).
+
+        The broker answers a SYNC_FLUSH send this way: a task and its coroutines would
+        cost it more than the append itself.
+        """
+        flush = result.async_flush
+        if flush is None:
+            self._after_flush(result, None, then)
+            return
+        result.async_flush = None
+        self._deadlines_here().add(flush)
+        flush.add_done_callback(lambda done: self._after_flush(result, done, then))
+
+    def _after_flush(
+        self,
+        result: PutMessageResult,
+        flushed: asyncio.Future[bool] | None,
+        then: Callable[[PutMessageResult], object],
+    ) -> None:
+        if flushed is not None and (flushed.cancelled() or not flushed.result()):
+            self._flush_timed_out(result)
+        replica = result.async_replica
+        if replica is None:
+            then(result)
+            return
+        result.async_replica = None
+        self._deadlines_here().add(replica)
+        replica.add_done_callback(lambda done: self._after_replica(result, done, then))
+
+    def _after_replica(
+        self,
+        result: PutMessageResult,
+        replicated: asyncio.Future[bool],
+        then: Callable[[PutMessageResult], object],
+    ) -> None:
+        if replicated.cancelled() or not replicated.result():
+            self._replica_timed_out(result)
+        then(result)
+
+    def _flush_timed_out(self, result: PutMessageResult) -> None:
+        result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        result.remark = f"not flushed within syncFlushTimeout ({self.config.sync_flush_timeout} ms)"
+
+    def _replica_timed_out(self, result: PutMessageResult) -> None:
+        result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+        result.remark = (
+            f"stored on the master; no slave confirmed it within syncFlushTimeout "
+            f"({self.config.sync_flush_timeout} ms)"
+        )
 
     def _deadlines_here(self) -> Deadlines:
         """The running loop's ``syncFlushTimeout`` deadlines (made anew when the loop changes)."""

@@ -125,8 +125,9 @@ class SendProcessor:
 
         A plain function, so the remoting server runs it inline from ``data_received``
         with no task per request: under ASYNC_FLUSH the answer is ready as soon as the
-        store has appended.  Only a send that must wait for the disk returns an awaitable
-        (the server runs it as a task, and requests behind it are not held up).
+        store has appended.  A send that must wait for the disk (or a slave) returns a
+        future of its answer, which the server answers from when it is done, and requests
+        behind it are not held up; a compressed batch, inflated off the loop, a coroutine.
         """
         try:
             header = parse_send_header(request)
@@ -147,9 +148,9 @@ class SendProcessor:
 
     def _answer(
         self, request: RemotingCommand, result: PutMessageResult, queue_id: int
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    ) -> RemotingCommand | asyncio.Future[RemotingCommand]:
         if result.async_flush is not None or result.async_replica is not None:
-            return self._answer_when_flushed(request, result, queue_id)
+            return self._answer_when_durable(request, result, queue_id)
         return self._response(request, result, queue_id)
 
     async def _store_compressed_batch(
@@ -247,14 +248,26 @@ class SendProcessor:
             raise SendError(ResponseCode.MESSAGE_ILLEGAL, "the compressed batch body has data after its end")
         return raw
 
-    async def _answer_when_flushed(
+    def _answer_when_durable(
         self, request: RemotingCommand, result: PutMessageResult, queue_id: int
-    ) -> RemotingCommand:
-        """SYNC_FLUSH / SYNC_MASTER: answer once the records are on disk and on a slave
-        (FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT if not in time)."""
+    ) -> asyncio.Future[RemotingCommand]:
+        """SYNC_FLUSH / SYNC_MASTER: the answer, once the records are on disk and on a slave
+        (FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT if not in time), as a future the remoting
+        server answers from when it is done (no task per send)."""
         store = self.broker.store
         assert store is not None
-        return self._response(request, await store.wait_flushed_async(result), queue_id)
+        answer: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+
+        def respond(durable: PutMessageResult) -> None:
+            if answer.done():  # the server gave up on it (shutting down)
+                return
+            try:
+                answer.set_result(self._response(request, durable, queue_id))
+            except Exception as exc:  # the server answers SYSTEM_ERROR, as for any handler
+                answer.set_exception(exc)
+
+        store.when_durable(result, respond)
+        return answer
 
     def _writable_topic(self, header: SendMessageRequestHeader) -> TopicConfig:
         problem = topic_problem(header.topic)

@@ -343,3 +343,63 @@ async def test_it_closes_idle_connections_but_not_busy_or_talking_ones() -> None
         for client in (idle, busy, chatty):
             await client.close()
         await server.close()
+
+
+async def test_it_answers_from_a_future_a_plain_handler_returns_once_it_is_done(
+    client: RemotingClient,
+) -> None:
+    # SendProcessor's SYNC_FLUSH path: the answer waits for the disk, without a task per send.
+    pending: list[tuple[RemotingCommand, asyncio.Future[RemotingCommand | None]]] = []
+
+    def later(request: RemotingCommand, conn: Connection) -> asyncio.Future[RemotingCommand | None]:
+        future: asyncio.Future[RemotingCommand | None] = asyncio.get_running_loop().create_future()
+        pending.append((request, future))
+        return future
+
+    server = RemotingServer()
+    server.register(RequestCode.SEND_MESSAGE, later)
+    await server.start()
+    try:
+
+        def send(n: int) -> asyncio.Future[RemotingCommand]:
+            request = RemotingCommand.request(RequestCode.SEND_MESSAGE, {"n": str(n)})
+            return asyncio.ensure_future(client.invoke(server.address, request, timeout=5))
+
+        calls = [send(n) for n in range(6)]
+        await eventually(lambda: len(pending) == 6)
+        [conn] = server.connections
+        assert conn._inflight == 6 and len(server._dispatcher.tasks) == 6  # counted as running
+        assert not any(call.done() for call in calls)
+        _request, fails = pending[1]
+        fails.set_exception(RuntimeError("the disk went away"))
+        for request, future in pending[:1] + pending[2:]:
+            future.set_result(request.response(ext_fields={"n": request.ext_fields["n"]}))
+        answers = await asyncio.gather(*calls)
+        assert [a.ext_fields.get("n") for a in answers] == ["0", None, "2", "3", "4", "5"]
+        assert answers[1].code == ResponseCode.SYSTEM_ERROR and "the disk went away" in (
+            answers[1].remark or ""
+        )
+        assert not server._dispatcher.tasks and conn._inflight == 0
+    finally:
+        await server.close()
+
+
+async def test_it_drops_an_unanswered_future_at_close_and_fails_its_caller(client: RemotingClient) -> None:
+    futures: list[asyncio.Future[RemotingCommand | None]] = []
+
+    def never(request: RemotingCommand, conn: Connection) -> asyncio.Future[RemotingCommand | None]:
+        futures.append(asyncio.get_running_loop().create_future())
+        return futures[-1]
+
+    server = RemotingServer()
+    server.register(RequestCode.SEND_MESSAGE, never)
+    await server.start()
+    call = asyncio.ensure_future(
+        client.invoke(server.address, RemotingCommand.request(RequestCode.SEND_MESSAGE), timeout=10)
+    )
+    await eventually(lambda: bool(futures))
+    await server.close()
+    assert futures[0].cancelled()
+    assert not server._dispatcher.tasks
+    with pytest.raises(ConnectionClosedError):
+        await call

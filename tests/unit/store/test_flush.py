@@ -117,3 +117,32 @@ def test_it_reports_flush_disk_timeout_to_an_asyncio_writer_and_keeps_the_messag
         assert stored is not None and stored.body == b"late"
         # The flusher survived the abandoned waiter and goes on serving.
         assert store.put_message(message(body=b"after")).status is PutMessageStatus.PUT_OK
+
+
+def test_when_durable_calls_back_with_the_result_or_its_flush_disk_timeout(tmp_path: Path) -> None:
+    # The broker's SYNC_FLUSH answer path: callbacks on the loop, no coroutine.
+    config = tiny_config(tmp_path, flush_disk_type="SYNC_FLUSH", sync_flush_timeout=200)
+    with MessageStore(config, clock_ms=Clock()) as store:
+        store.put_message(message(body=b"first"))  # creates the file whose flush we hold up
+        flush_lock = store.commit_log.queue.files[0]._flush_lock
+
+        async def answered(body: bytes) -> tuple[PutMessageStatus, str, int]:
+            loop = asyncio.get_running_loop()
+            done: asyncio.Future[tuple[PutMessageStatus, str, int]] = loop.create_future()
+            result = store.append(message(body=body), waiter="async")
+            assert result.async_flush is not None
+            store.when_durable(result, lambda r: done.set_result((r.status, r.remark, r.wrote_offset)))
+            return await done
+
+        async def main() -> list[tuple[PutMessageStatus, str, int]]:
+            durable = await answered(b"durable")
+            with flush_lock:
+                late = await answered(b"late")
+            return [durable, late]
+
+        (durable, _, offset), (late, remark, late_offset) = asyncio.run(main())
+        assert durable is PutMessageStatus.PUT_OK
+        assert store.commit_log.flushed_offset > offset
+        assert late is PutMessageStatus.FLUSH_DISK_TIMEOUT and "syncFlushTimeout" in remark
+        stored = store.look_message_by_offset(late_offset)
+        assert stored is not None and stored.body == b"late"
