@@ -30,6 +30,23 @@ from broker_core.remoting.codes import RequestCode, ResponseCode  # noqa: E402
 from broker_core.remoting.command import RemotingCommand  # noqa: E402
 
 
+def python_speed_probe() -> float:
+    """Milliseconds this machine takes for a fixed pure-Python loop (the best of three).
+
+    The VMs here run Python at very different speeds from day to day (the same loop took
+    0.25 s and 1.4 s), and a Python-bound figure moves with it while a C peer's (Redis, the
+    echo) barely does; a run's probe says which kind of day its ratios come from.
+    """
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        total = 0
+        for i in range(1_000_000):
+            total += i
+        best = min(best, time.perf_counter() - started)
+    return round(best * 1000, 1)
+
+
 def percentile(sorted_values: list[float], fraction: float) -> float:
     """The value at ``fraction`` of a sorted list (0 for an empty one)."""
     if not sorted_values:
