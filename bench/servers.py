@@ -30,21 +30,39 @@ from broker_core.remoting.codes import RequestCode, ResponseCode  # noqa: E402
 from broker_core.remoting.command import RemotingCommand  # noqa: E402
 
 
-def python_speed_probe() -> float:
-    """Milliseconds this machine takes for a fixed pure-Python loop (the best of three).
+def machine_probe() -> dict[str, float]:
+    """How fast this machine is right now: Python and memory, each the best of three.
 
-    The VMs here run Python at very different speeds from day to day (the same loop took
-    0.25 s and 1.4 s), and a Python-bound figure moves with it while a C peer's (Redis, the
-    echo) barely does; a run's probe says which kind of day its ratios come from.
+    ``python_loop_ms``: a 1 M-iteration pure-Python loop (it fits in the caches);
+    ``memory_copy_gbps``: copying 64 MiB between two buffers already faulted in.  The VMs
+    here change from day to day (on 2026-11-27 the loop took 48-280 ms and the copy ran
+    at 0.8-1 GB/s, while our broker's request path cost three times the CPU it did the
+    day before), and a Python-bound figure with a large footprint moves with them while a
+    C peer's (Redis, the echo) barely does; the probe says which kind of day a run's
+    ratios come from.
     """
-    best = float("inf")
+    loop = copy = float("inf")
+    source = bytes(64 << 20)
+    target = bytearray(len(source))
+    target[:] = source
     for _ in range(3):
         started = time.perf_counter()
         total = 0
         for i in range(1_000_000):
             total += i
-        best = min(best, time.perf_counter() - started)
-    return round(best * 1000, 1)
+        loop = min(loop, time.perf_counter() - started)
+        started = time.perf_counter()
+        target[:] = source
+        copy = min(copy, time.perf_counter() - started)
+    return {"python_loop_ms": round(loop * 1000, 1), "memory_copy_gbps": round(len(source) / copy / 1e9, 2)}
+
+
+def describe_probe(probe: dict[str, float]) -> str:
+    """The probe in words, for a benchmark's header line."""
+    return (
+        f"machine probe: a 1 M-iteration Python loop {probe['python_loop_ms']} ms, "
+        f"memory copy {probe['memory_copy_gbps']} GB/s"
+    )
 
 
 def percentile(sorted_values: list[float], fraction: float) -> float:

@@ -44,7 +44,7 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from servers import python_speed_probe  # noqa: E402  (bench/servers.py)
+from servers import describe_probe, machine_probe  # noqa: E402  (bench/servers.py)
 
 from broker_core.config import StoreConfig  # noqa: E402
 from broker_core.model.hashcode import HAVE_SPEEDUPS  # noqa: E402
@@ -307,11 +307,9 @@ def main() -> None:
     root = Path(args.dir or tempfile.mkdtemp(prefix="quiver-bench-"))
     root.mkdir(parents=True, exist_ok=True)
     repeat = 1 if args.quick else args.repeat
-    probe = python_speed_probe()
-    print(
-        f"quiver store benchmark: {n} x 1 KiB messages, C speedups {'on' if HAVE_SPEEDUPS else 'off'}; "
-        f"Python speed probe {probe} ms (bench/servers.py: lower is a faster day)"
-    )
+    probe = machine_probe()
+    print(f"quiver store benchmark: {n} x 1 KiB messages, C speedups {'on' if HAVE_SPEEDUPS else 'off'}")
+    print(describe_probe(probe))
     try:
         ceiling = statistics.median(raw_ceiling(root, n) for _ in range(repeat))
         print(f"raw ceiling (pack + CRC + copy into a warm mmap): {ceiling:12,.0f} msgs/s")
@@ -366,7 +364,7 @@ def main() -> None:
         "messages": n,
         "body_bytes": len(BODY),
         "c_speedups": HAVE_SPEEDUPS,
-        "python_probe_ms": probe,
+        **probe,
         "raw_ceiling_msgs_s": round(ceiling),
         "append_single_msgs_s": round(single_append),
         "append_single_ratio": round(single_append / ceiling, 3),

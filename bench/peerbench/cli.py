@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from servers import python_speed_probe  # bench/servers.py
+from servers import describe_probe, machine_probe  # bench/servers.py
 
 from broker_core.remoting.busypoll import DEFAULT_BUSY_POLL_MICROS, MAX_BUSY_POLL_MICROS
 
@@ -49,12 +49,10 @@ def main() -> None:
         raise SystemExit("--count must be positive")
     if not 0 <= args.quiver_busy_poll <= MAX_BUSY_POLL_MICROS:
         raise SystemExit(f"--quiver-busy-poll must be 0 to {MAX_BUSY_POLL_MICROS}")
-    probe = python_speed_probe()
-    print(
-        f"peers benchmark: 1 KiB messages, {os.cpu_count()} cores, Python {sys.version.split()[0]}; "
-        f"Python speed probe {probe} ms (a 1 M-iteration loop: lower is a faster day)"
-    )
+    probe = machine_probe()
+    print(f"peers benchmark: 1 KiB messages, {os.cpu_count()} cores, Python {sys.version.split()[0]}")
+    print(describe_probe(probe))
     result = run(args)
     table = figures(result)
     print_table(result, table)
-    print(json.dumps({**summary_json(result, table), "python_probe_ms": probe}))
+    print(json.dumps({**summary_json(result, table), **probe}))
