@@ -108,8 +108,8 @@ class MappedFile:
                 path.unlink(missing_ok=True)
             raise
         self._fd = fd
-        # Where the mapping starts, for a flush worker that msyncs without the GIL
-        # (sync_range); the anchor is dropped at once so that close() is never refused.
+        # Where the mapping starts, for msync (flush, and a worker's sync_range); the anchor
+        # is dropped at once so that close() is never refused.
         anchor = ctypes.c_char.from_buffer(self.mm)
         self._address = ctypes.addressof(anchor)
         del anchor
@@ -160,7 +160,8 @@ class MappedFile:
 
         Only the pages written since the last flush are synced (``msync`` on that range,
         through ctypes so the GIL is released): a warmed file's zero pages ahead of the
-        writer are dirty too, and ``fdatasync`` would write all of them out first.
+        writer are dirty too, and ``fdatasync`` would write all of them out first.  The
+        flush lock keeps ``close`` from unmapping the file meanwhile.
         """
         with self._flush_lock:
             target = self.wrote_position
@@ -168,13 +169,9 @@ class MappedFile:
             if target > flushed and not self._closed:
                 start = flushed - flushed % mmap.PAGESIZE
                 if _msync is not None:
-                    anchor = ctypes.c_char.from_buffer(self.mm)
-                    try:
-                        if _msync(ctypes.addressof(anchor) + start, target - start, MS_SYNC) != 0:
-                            err = ctypes.get_errno()
-                            raise OSError(err, f"msync {self.path.name}: {os.strerror(err)}")
-                    finally:
-                        del anchor
+                    if _msync(self._address + start, target - start, MS_SYNC) != 0:
+                        err = ctypes.get_errno()
+                        raise OSError(err, f"msync {self.path.name}: {os.strerror(err)}")
                 else:  # pragma: no cover - non-Linux
                     os.fsync(self._fd)
                 self.flushed_position = target

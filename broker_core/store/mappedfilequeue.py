@@ -358,25 +358,26 @@ class MappedFileQueue:
 
     def flush(self) -> int:
         """Flush every file with unflushed data, oldest first; return the flushed offset."""
+        for mf in self._unflushed():
+            mf.flush()
+        return self.flushed_offset
+
+    def _unflushed(self) -> list[MappedFile]:
+        """The files holding data not yet known durable, oldest first (files are flushed in
+        order, so they are the last ones)."""
         files = self.files
         start = len(files)
         while start > 0 and files[start - 1].flushed_position < files[start - 1].wrote_position:
             start -= 1
-        for mf in files[start:]:
-            mf.flush()
-        return self.flushed_offset
+        return files[start:]
 
     def sync_ranges(self) -> tuple[list[tuple[MappedFile, int, int, int]], int]:
         """What ``flush`` would sync now, for a worker outside Python: each file with
         unflushed data, oldest first, as ``(file, address, length, position)`` (see
         ``MappedFile.sync_range``), and the offset everything is durable to once they are."""
-        files = self.files
-        start = len(files)
-        while start > 0 and files[start - 1].flushed_position < files[start - 1].wrote_position:
-            start -= 1
         ranges = []
         reached = self.flushed_offset
-        for mf in files[start:]:
+        for mf in self._unflushed():
             synced = mf.sync_range()
             if synced is None:  # closed or being flushed: not this worker's to promise
                 break

@@ -545,29 +545,28 @@ class MessageStore:
 
     async def wait_flushed_async(self, result: PutMessageResult) -> PutMessageResult:
         """Wait until what ``append(..., waiter="async")`` wrote is on disk (SYNC_FLUSH) and
-        on a slave (SYNC_MASTER).
+        on a slave (SYNC_MASTER): ``when_durable`` for a coroutine.
 
         Returns the result, marked FLUSH_DISK_TIMEOUT or FLUSH_SLAVE_TIMEOUT when that did
         not come within ``syncFlushTimeout``; a result with nothing to wait for is returned
-        as it is.  ``when_durable`` is the same without a coroutine.
+        as it is.
         """
-        future = result.async_flush
-        if future is not None:
-            result.async_flush = None
-            self._deadlines_here().add(future)
-            if not await future:
-                self._flush_timed_out(result)
-        future = result.async_replica
-        if future is not None:
-            result.async_replica = None
-            self._deadlines_here().add(future)
-            if not await future:
-                self._replica_timed_out(result)
-        return result
+        if result.async_flush is None and result.async_replica is None:
+            return result
+        durable: asyncio.Future[PutMessageResult] = asyncio.get_running_loop().create_future()
+
+        def answer(answered: PutMessageResult) -> None:
+            if not durable.done():  # the awaiting task was cancelled
+                durable.set_result(answered)
+
+        self.when_durable(result, answer)
+        return await durable
 
     def when_durable(self, result: PutMessageResult, then: Callable[[PutMessageResult], object]) -> None:
-        """``wait_flushed_async`` as callbacks: ``then(result)`` is called on the running
-        loop once the wait is over (at once when there is nothing to wait for).
+        """Call ``then(result)`` on the running loop once what ``append(..., waiter="async")``
+        wrote is on disk and on a slave, or marked FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT
+        when either did not come within ``syncFlushTimeout`` (the record stays in the
+        log); at once when there is nothing to wait for.
 
         The broker answers a SYNC_FLUSH send this way: a task and its coroutines would
         cost it more than the append itself.
