@@ -71,6 +71,18 @@ async def wait_until_routed(ns: NamesrvServer, topic: str, present: bool = True)
             await asyncio.sleep(0.02)
 
 
+async def wait_until_master_routed(ns: NamesrvServer, topic: str) -> None:
+    """Wait until ``topic``'s route names a master again (a restarted master registered;
+    its first registration may time out on a busy machine, and the next comes a period
+    later)."""
+    async with asyncio.timeout(45):
+        while True:
+            route = ns.routes.pickup_topic_route(topic)
+            if route is not None and any("0" in data["brokerAddrs"] for data in route["brokerDatas"]):
+                return
+            await asyncio.sleep(0.02)
+
+
 def put(broker: BrokerController, topic: str, queue_id: int, body: bytes, **properties: str) -> str:
     """Store one message through the broker's store; return its offset msgId."""
     assert broker.store is not None

@@ -28,7 +28,7 @@ from broker_core.remoting.command import RemotingCommand
 from broker_core.remoting.headers import PullMessageRequestHeader, PullSysFlag
 from broker_core.testing import run_broker, run_namesrv
 
-from .clusterhelpers import raw_client, wait_until_routed
+from .clusterhelpers import raw_client, wait_until_master_routed, wait_until_routed
 
 TOPIC = "ReadFromSets"
 SET = "broker-reads"
@@ -179,6 +179,7 @@ async def test_consumption_goes_on_from_the_slave_and_resumes_on_the_master(tmp_
                 await received(600)
                 async with run_broker(tmp_path / "m", ns.address, broker_name=SET, **where) as master:
                     await caught_up(master, slave)
+                    await wait_until_master_routed(ns, TOPIC)
                     await asyncio.sleep(6)  # one offset commit: the consumer's offsets reach the master
                     await send(ns.address, 600, 100)
                     await received(700)
