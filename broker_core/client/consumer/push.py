@@ -64,7 +64,7 @@ from broker_core.client.consumer.sendback import (
     send_back,
     send_to_dead_letter,
 )
-from broker_core.client.consumer.workers import ConsumeWorkers
+from broker_core.client.consumer.workers import HAND_OVER_WAIT_S, ConsumeWorkers
 from broker_core.client.instance import ClientInstance
 from broker_core.errors import BrokerRefusedError, ClientError, NoRouteError
 from broker_core.messagequeue import MessageQueue
@@ -549,7 +549,7 @@ class PushConsumer:
         next_offset = answer.next_offset_or(pq.next_offset)
         pq.suggested_broker = answer.suggest_which_broker_id
         if response.code == ResponseCode.SUCCESS:
-            self._found(pq, response.body, selector, next_offset)
+            self._found(pq, response.body, selector, next_offset, next_offset >= answer.max_offset)
         elif response.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
             # Nothing matched (a tag or SQL92 filter skipped messages): with nothing held,
             # the skipped ones count as consumed (RocketMQ's correctTagsOffset).
@@ -562,7 +562,10 @@ class PushConsumer:
         else:
             raise ClientError(f"pull of {mq} refused: {response.code} {response.remark or ''}")
 
-    def _found(self, pq: ProcessQueue, body: bytes, selector: MessageSelector, next_offset: int) -> None:
+    def _found(
+        self, pq: ProcessQueue, body: bytes, selector: MessageSelector, next_offset: int, at_head: bool
+    ) -> None:
+        """Hand what a pull found to the listener (``at_head``: nothing newer is stored)."""
         try:
             records = list(iter_records(body))
         except RecordFormatError as exc:
@@ -584,10 +587,19 @@ class PushConsumer:
         if self.orderly:
             self._consume_orderly_soon(pq)
             return
+        pool = self._pool
+        assert pool is not None
+        # At the head of its queue a batch is the newest message, the one a listener is
+        # waiting for: an idle consume thread takes it before the loop goes on to the next
+        # pull, which would otherwise hold the GIL while that thread waits for it (send to
+        # listener at 2,000 msgs/s: p50 273 -> 240 µs, bench/timeline.py).  Behind the head
+        # (catching up) the loop goes straight on: there the wait would cost a third of
+        # the rate.
+        first = at_head and pool.expect_taken()
         for start in range(0, len(msgs), self.batch_size):
-            batch = msgs[start : start + self.batch_size]
-            assert self._pool is not None
-            self._pool.submit(self._consume, pq, batch)
+            pool.submit(self._consume, pq, msgs[start : start + self.batch_size])
+        if first:
+            pool.wait_taken(HAND_OVER_WAIT_S)
 
     def _reset_retry_topic(self, msgs: list[MessageExt]) -> None:
         """Redeliveries (from the group's retry topic) show the topic the application

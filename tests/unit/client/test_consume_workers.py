@@ -1,9 +1,11 @@
 """The push consumer's consume threads: every task runs, the pool grows to its maximum
-under load and not past it, a failing task does not stop its thread, shutdown drains."""
+under load and not past it, a failing task does not stop its thread, shutdown drains, and
+a submitter can wait until an idle thread has taken its task."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -77,6 +79,55 @@ def test_shutdown_runs_what_was_submitted_then_refuses_more() -> None:
     assert sorted(finished) == list(range(6))
     with pytest.raises(RuntimeError, match="shut down"):
         pool.submit(slow, 7)
+
+
+def idle_soon(pool: ConsumeWorkers) -> bool:
+    """``expect_taken`` once the pool's threads have started and gone idle (bounded)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if pool.expect_taken():
+            return True
+        time.sleep(0.001)
+    return False
+
+
+def test_a_submitter_waits_until_an_idle_thread_has_taken_its_task() -> None:
+    pool = ConsumeWorkers(1, 1, "t")
+    ran_on: list[str] = []
+    done = threading.Event()
+
+    def task() -> None:
+        ran_on.append(threading.current_thread().name)
+        done.set()
+
+    assert idle_soon(pool)
+    pool.submit(task)
+    assert pool.wait_taken(5.0)  # released by the thread as it took the task
+    assert pool.backlog() == 0
+    assert done.wait(5)
+    assert ran_on == ["t-1"]
+    pool.shutdown(wait=True)
+
+
+def test_no_thread_idle_means_nothing_to_wait_for_and_old_takes_are_forgotten() -> None:
+    pool = ConsumeWorkers(1, 1, "t")
+    assert idle_soon(pool)
+    first = threading.Event()
+    pool.submit(first.set)  # taken while expected, but nobody waits for it
+    assert first.wait(5)
+    release = threading.Event()
+    running = threading.Event()
+
+    def blocker() -> None:
+        running.set()
+        release.wait(5)
+
+    pool.submit(blocker)
+    assert running.wait(5)
+    assert not pool.expect_taken()  # the only thread is busy
+    assert not pool.wait_taken(0.05)  # the first task's take does not count for this wait
+    release.set()
+    pool.shutdown(wait=True)
 
 
 def test_bad_sizes_are_refused() -> None:
