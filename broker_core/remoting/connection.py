@@ -184,7 +184,8 @@ class Connection(asyncio.Protocol):
 
     def _write(self, frame: bytes) -> None:
         # Frames written during one loop iteration go out in one write at its end: one
-        # syscall for a whole batch of pipelined responses instead of one per frame.
+        # syscall for a whole batch of pipelined responses instead of one per frame.  (The
+        # server writes a read's answers at the end of that read: remoting.server.)
         corked = self._corked
         if corked is None:
             self._corked = [frame]

@@ -470,7 +470,7 @@ class _ServerConnection(Connection):
         except FrameError as exc:
             self._bad_frame(exc)
             return
-        self._handle(commands)
+        self._answer(commands)
         if len(commands) < quantum:
             # What the decoder holds now is one partial frame; one completed in this read
             # means that partial one is new.
@@ -491,6 +491,15 @@ class _ServerConnection(Connection):
             self._pause_reading(PAUSED_BY_BACKLOG)
             self._owner._queue_turn(self)
         # else: paused for another reason; its _resume_reading queues the turn.
+
+    def _answer(self, commands: list[RemotingCommand]) -> None:
+        """Handle ``commands`` (one read's or one turn's) and write the answers ready now, in
+        one write, at once.  Left corked to the end of the loop's turn they would wait for
+        what the handlers set going meanwhile: a held pull that a send woke builds its
+        answer first, so the producer's acknowledgement waited for the consumer's message
+        (BENCHMARKS.md, issue 19: about 20 µs of its p50 at 2,000 msgs/s)."""
+        self._handle(commands)
+        self._flush()
 
     def _through_tls(self, data: bytes) -> bytes | None:
         """The plain bytes ``data`` carries (None: nothing to frame yet, or the connection
@@ -538,7 +547,7 @@ class _ServerConnection(Connection):
         except FrameError as exc:
             self._bad_frame(exc)
             return 0
-        self._handle(commands)
+        self._answer(commands)
         if len(commands) == quantum and self._paused_by == PAUSED_BY_BACKLOG and not self._closing:
             self._owner._queue_turn(self)
             return quantum
