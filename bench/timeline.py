@@ -41,6 +41,7 @@ if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))  # this checkout's broker_core
 
 import orjson  # noqa: E402
+from lateness import send_until_routed  # noqa: E402  (bench/lateness.py)
 from peerbench.measure import Latencies, pace  # noqa: E402
 from peerbench.workload import QUIVER_PULL_BATCH, QUIVER_QUEUES, STAMP, Settings  # noqa: E402
 from servers import create_topic, describe_probe, machine_probe, percentile, settle, start_cluster  # noqa: E402
@@ -138,14 +139,7 @@ def run_once(work: Path, s: Settings) -> dict[str, Any]:
         consumer.subscribe(TOPIC, "*").register_listener(listener)
         producer = Producer("TimelineProducer", namesrv.addr, config=ClientConfig(namesrv_addr=namesrv.addr))
         producer.start()
-        for attempt in range(50):  # the route's first lookup; this message is not stamped
-            try:
-                producer.send(Message(TOPIC, b"warm-up"))
-                break
-            except Exception:
-                if attempt == 49:
-                    raise
-                time.sleep(0.1)
+        send_until_routed(producer, TOPIC)  # the route's first lookup; not a stamped message
         consumer.start()
         settle(broker)
 
