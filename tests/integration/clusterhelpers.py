@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
@@ -66,20 +66,25 @@ async def raw_client() -> AsyncIterator[RemotingClient]:
 async def wait_until_routed(ns: NamesrvServer, topic: str, present: bool = True) -> None:
     """Wait for the broker's re-registration to (un)publish ``topic`` on the nameserver (a
     generous bound: on a busy machine a registration round can take several seconds)."""
-    async with asyncio.timeout(30):
-        while (ns.routes.pickup_topic_route(topic) is not None) != present:
-            await asyncio.sleep(0.02)
+    await _wait_for_route(ns, topic, lambda route: (route is not None) == present, 30)
 
 
 async def wait_until_master_routed(ns: NamesrvServer, topic: str) -> None:
     """Wait until ``topic``'s route names a master again (a restarted master registered;
     its first registration may time out on a busy machine, and the next comes a period
     later)."""
-    async with asyncio.timeout(45):
-        while True:
-            route = ns.routes.pickup_topic_route(topic)
-            if route is not None and any("0" in data["brokerAddrs"] for data in route["brokerDatas"]):
-                return
+
+    def names_master(route: dict[str, Any] | None) -> bool:
+        return route is not None and any("0" in data["brokerAddrs"] for data in route["brokerDatas"])
+
+    await _wait_for_route(ns, topic, names_master, 45)
+
+
+async def _wait_for_route(
+    ns: NamesrvServer, topic: str, wanted: Callable[[dict[str, Any] | None], bool], timeout: float
+) -> None:
+    async with asyncio.timeout(timeout):
+        while not wanted(ns.routes.pickup_topic_route(topic)):
             await asyncio.sleep(0.02)
 
 
