@@ -184,6 +184,15 @@ def create_topic(addr: str, topic: str, queues: int, attributes: str = "") -> No
         raise SystemExit(f"cannot create {topic}: {response.remark}")
 
 
+def runtime_table(addr: str) -> dict[str, str]:
+    """GET_BROKER_RUNTIME_INFO (28): the broker's runtime figures (``fsyncCount``, ...)."""
+    response = asyncio.run(admin_request(addr, RequestCode.GET_BROKER_RUNTIME_INFO, {}))
+    if response.code != ResponseCode.SUCCESS or not response.body:
+        raise SystemExit(f"no runtime info from {addr}: {response.remark}")
+    table: dict[str, str] = json.loads(response.body)["table"]
+    return table
+
+
 def max_offsets(addr: str, topic: str, queues: int) -> list[int]:
     """GET_MAX_OFFSET (30) of each of the ``queues`` queues of ``topic``."""
 

@@ -47,6 +47,9 @@ def progress(scenario: str, system: str, r: dict[str, Any]) -> str:
             line += f"  [{r['send_errors']} send errors: {r['first_error']}]"
         return line
     line = f"{head} {r['msgs_per_s']:>9,} msgs/s"
+    if "group_commit" in r:
+        commit = r["group_commit"]
+        line += f"  ({commit['syncs_per_s']:,} disk syncs/s, {commit['sends_per_sync']} sends per sync)"
     if scenario == "batch" and "modes" in r:
         modes = r["modes"]
         line += "  (" + ", ".join(f"{m} {v['msgs_per_s']:,}/s" for m, v in modes.items()) + ")"

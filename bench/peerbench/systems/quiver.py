@@ -9,12 +9,13 @@ is timed) and then a PullConsumer; latency through a PushConsumer.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from servers import create_topic  # bench/servers.py
+from servers import create_topic, runtime_table  # bench/servers.py
 
 from broker_core.remoting.busypoll import DEFAULT_BUSY_POLL_MICROS
 
@@ -99,11 +100,28 @@ class Quiver:
         from broker_core.client.message import Message
 
         producer = self.producer()  # one producer, sent to from every thread (Java's way)
+        sent = itertools.count()  # every acknowledged send, warm-up included (next() is atomic)
         try:
-            send = lambda: producer.send(Message(self.name, BODY)) and 1  # noqa: E731
-            return threads_loop(s, SYNC_THREADS, lambda: send)
+
+            def send() -> int:
+                producer.send(Message(self.name, BODY))
+                next(sent)
+                return 1
+
+            syncs_before = int(runtime_table(self.broker)["fsyncCount"])
+            started = time.perf_counter()
+            result = threads_loop(s, SYNC_THREADS, lambda: send)
+            elapsed = time.perf_counter() - started
+            syncs = int(runtime_table(self.broker)["fsyncCount"]) - syncs_before
         finally:
             producer.shutdown()
+        if self.flush == "SYNC_FLUSH" and syncs:
+            # Group commit, over the whole run: how often the disk was synced, and how
+            # many sends each sync answered (the disk's sustained sync rate bounds the first).
+            sends = next(sent)
+            per_sync = round(sends / syncs, 2)
+            result["group_commit"] = {"syncs_per_s": round(syncs / elapsed), "sends_per_sync": per_sync}
+        return result
 
     def batch(self, s: Settings) -> dict[str, Any]:
         from broker_core.client.message import Message
