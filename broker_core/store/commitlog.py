@@ -63,12 +63,14 @@ from broker_core.store.results import PutMessageResult, PutMessageStatus
 
 # C loops for batches (``_speedups``), None on machines without a compiler; the Python
 # paths below are the reference.  Each one's arguments are in ``_speedups.pyi``.
-_c_write_records: Callable[[mmap, int, int, int, bytes, list[MessageInner], list[int]], int] | None
+# Where records are built: a file's mapping, or a buffer written to the file after (pwrite).
+_Buffer = mmap | bytearray
+_c_write_records: Callable[[_Buffer, int, int, int, bytes, list[MessageInner], list[int]], int] | None
 _c_batch_items: Callable[[bytes, int], tuple[list[tuple[int, int, int, int]], int]] | None
 _c_write_batch: (
     Callable[
         [
-            mmap,
+            _Buffer,
             int,
             int,
             int,
@@ -131,8 +133,12 @@ class CommitLog:
         max_message_size: int,
         clock_ms: Callable[[], int],
         preallocate: bool = True,
+        write_through: bool = False,
     ) -> None:
         self.directory = directory
+        # Records go into the file with pwrite, not through the mapping (SYNC_FLUSH: see
+        # MappedFile.write_at); they are built in a buffer of their own first.
+        self.write_through = write_through
         self.file_size = file_size
         self.store_host = store_host
         self.max_message_size = max_message_size
@@ -177,6 +183,19 @@ class CommitLog:
         self.disk_full_since = None
         return mf
 
+    def _sink(self, mf: MappedFile, start: int, total: int) -> tuple[_Buffer, int, int]:
+        """Where ``total`` bytes of records for file position ``start`` are built:
+        ``(buffer, position in it, physical offset of the buffer's byte 0)``.  The file's
+        mapping itself, or with ``write_through`` a buffer that ``_commit`` then writes."""
+        if self.write_through:
+            return bytearray(total), 0, mf.file_from_offset + start
+        return mf.mm, start, mf.file_from_offset
+
+    def _commit(self, mf: MappedFile, start: int, buffer: _Buffer) -> None:
+        """Put what ``_sink`` had built into the file (nothing to do for the mapping)."""
+        if isinstance(buffer, bytearray):
+            mf.write_at(start, buffer)
+
     def _check_size(self, size: int) -> None:
         if size > self.max_message_size:
             raise MessageIllegalError(
@@ -213,12 +232,19 @@ class CommitLog:
                 table.get(key, 0) if msg.sys_flag & TRANSACTION_TYPE_MASK not in NO_QUEUE_SLOT else 0
             )
             store_ts = self._clock_ms()
+            write_through = self.write_through
+            # (_sink's mapping case inline: one call less on every put)
+            buffer, at, buffer_phys = (
+                self._sink(mf, pos, size) if write_through else (mf.mm, pos, mf.file_from_offset)
+            )
             if write is not None:
-                write(mf.mm, pos, mf.file_from_offset, store_ts, store_host, [msg], [queue_offset])
+                write(buffer, at, buffer_phys, store_ts, store_host, [msg], [queue_offset])
             else:
                 record = msg.encode(store_host)
                 finish_record(record, queue_offset, phys, store_ts)
-                mf.mm[pos : pos + size] = record
+                buffer[at : at + size] = record
+            if write_through:
+                self._commit(mf, pos, buffer)
             mf.wrote_position = pos + size
             self.records_end = pos + size + mf.file_from_offset
             if msg.sys_flag & TRANSACTION_TYPE_MASK not in NO_QUEUE_SLOT:
@@ -266,15 +292,18 @@ class CommitLog:
                     queue_offset = table.get(key, 0)
                 taken[key] = queue_offset + 1
                 queue_offsets.append(queue_offset)
+            buffer, at, buffer_phys = self._sink(mf, start, total)
             if write is not None:
-                end = write(mf.mm, start, base, store_ts, store_host, msgs, queue_offsets)
+                at_end = write(buffer, at, buffer_phys, store_ts, store_host, msgs, queue_offsets)
             else:
-                end = start
+                at_end = at
                 for msg, size, queue_offset in zip(msgs, sizes, queue_offsets, strict=True):
                     record = msg.encode(store_host)
-                    finish_record(record, queue_offset, base + end, store_ts)
-                    mf.mm[end : end + size] = record
-                    end += size
+                    finish_record(record, queue_offset, buffer_phys + at_end, store_ts)
+                    buffer[at_end : at_end + size] = record
+                    at_end += size
+            self._commit(mf, start, buffer)
+            end = start + at_end - at
             mf.wrote_position = end
             self.records_end = base + end
             table.update(taken)
@@ -326,10 +355,11 @@ class CommitLog:
             base = mf.file_from_offset
             store_ts = self._clock_ms()
             first_queue_offset = table.get(key, 0)
-            end, cq_entries, offsets, index_items = write(
-                mf.mm,
-                start,
-                base,
+            buffer, at, buffer_phys = self._sink(mf, start, total)
+            at_end, cq_entries, offsets, index_items = write(
+                buffer,
+                at,
+                buffer_phys,
                 store_ts,
                 store_host,
                 batch.born_host,
@@ -343,8 +373,10 @@ class CommitLog:
                 items,
                 crc32,
             )
-            if end != start + total:  # the size arithmetic above and the C writer disagree
-                raise RuntimeError(f"batch wrote {end - start} bytes where {total} were reserved")
+            if at_end != at + total:  # the size arithmetic above and the C writer disagree
+                raise RuntimeError(f"batch wrote {at_end - at} bytes where {total} were reserved")
+            self._commit(mf, start, buffer)
+            end = start + total
             table[key] = first_queue_offset + len(items)
             mf.wrote_position = end
             self.records_end = base + end

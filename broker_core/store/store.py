@@ -119,6 +119,7 @@ class MessageStore:
             max_message_size=config.max_message_size,
             clock_ms=clock_ms,
             preallocate=config.warm_mapped_file_enable,
+            write_through=config.flush_disk_type == "SYNC_FLUSH",
         )
         self.consume_queues = ConsumeQueueStore(
             self.root / "consumequeue", config.mapped_file_size_consume_queue
