@@ -264,9 +264,9 @@ class MappedFile:
         """msync the file from ``start`` to its end, ``WARM_WRITE_OUT_CHUNK`` at a time.
 
         ``posix_fallocate`` leaves a file's extents *unwritten* on ext4 and XFS: the first
-        writeback of each range converts it, in the journal.  Here that doubled a SYNC_FLUSH
-        group's msync (about 85 against 185 µs for three 1.2 KB records) until the range
-        had been written once.  Chunk by chunk, under the warm lock (``close`` waits for one
+        writeback of each range converts it, in the journal.  Here that doubled an msync of
+        three fresh 1.2 KB records (about 185 against 85 µs) until the range had been
+        written once.  Chunk by chunk, under the warm lock (``close`` waits for one
         chunk, not the file), with the GIL released by ctypes.  A failure only stops the
         write-out: the pages stay dirty and the kernel writes them back as before.
         """
