@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -63,6 +64,10 @@ async def run_broker(
         await broker.close()
 
 
+STOP_TIMEOUT_S = 5.0
+"""How long ``cli_server`` waits for a server it stops before it kills it."""
+
+
 @contextlib.contextmanager
 def cli_server(
     command: str, conf: Path, env: dict[str, str] | None = None, *, log: Path | None = None
@@ -71,8 +76,10 @@ def cli_server(
     address it printed (``listenPort = 0`` picks a free port).
 
     Its stderr is a pipe for the caller to read, or the file ``log`` for a server that runs
-    long (a pipe nobody reads would fill and stall it).  The process is killed on the way
-    out if the caller left it running.
+    long (a pipe nobody reads would fill and stall it).  On the way out a server the caller
+    left running is stopped as an operator would stop it (SIGINT: a broker unregisters from
+    its nameservers, so no later test is routed to a dead broker), and killed if it has
+    not exited within ``STOP_TIMEOUT_S`` (a stopped or wedged process).
     """
     repo = Path(__file__).resolve().parent.parent
     with contextlib.ExitStack() as stack:
@@ -94,5 +101,9 @@ def cli_server(
         yield proc, line.split()[-1]
     finally:
         if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
