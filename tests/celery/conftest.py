@@ -34,13 +34,12 @@ import redis
 from broker_core.client.admin import AdminClient
 from broker_core.client.adminmodels import MaintenanceStatus
 from broker_core.client.consumer.push import ConsumeStatus, PushConsumer
-from broker_core.errors import AdminError
 from broker_core.model.message import MessageExt
 from broker_core.testing import cli_server
 from console.core.processes import celery_workers
 from console.core.supervisor import child_preexec
 from console.maintenance.runs import RunRecord, last_runs, recent_runs
-from tests.servers import free_port, wait_for
+from tests.servers import free_port, routed, wait_for
 
 __all__ = ["Collector", "Console", "Platform", "free_port", "wait_for"]
 
@@ -113,26 +112,13 @@ class Platform:
         """A started push consumer of ``topic`` reading from the first offset, once the
         nameserver routes ``topic``: a broker registers a topic that a send just created at
         its next registration, a moment later, and a consumer refuses a topic with no route."""
-        wait_for(lambda: self.routed(topic), 30, f"the nameserver's route to {topic}")
+        wait_for(lambda: routed(self.namesrv_addr, topic), 30, f"the nameserver's route to {topic}")
         return (
             PushConsumer(group, self.namesrv_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
             .subscribe(topic)
             .register_listener(listener)
             .start()
         )
-
-    def routed(self, topic: str) -> bool:
-        """Whether the nameserver has a route to ``topic`` (with at least one queue)."""
-
-        async def ask() -> bool:
-            async with AdminClient(self.namesrv_addr) as admin:
-                try:
-                    route = await admin.topic_route(topic)
-                except AdminError:  # no route yet (TOPIC_NOT_EXIST)
-                    return False
-            return bool(route.queue_datas)
-
-        return asyncio.run(ask())
 
     def maintenance_status(self, addr: str) -> MaintenanceStatus:
         """Who drives each maintenance job on the broker at ``addr``, as the broker says."""

@@ -17,11 +17,10 @@ from pyspark.sql import SparkSession
 
 from broker_core.broker.topics import TopicConfig
 from broker_core.client.admin import AdminClient
-from broker_core.errors import AdminError
 from console.maintenance import history
 from spark_reports.session import get_session
 from tests.console.conftest import Servers, run_servers
-from tests.servers import wait_for
+from tests.servers import routed, wait_for
 
 # Every delay level 1 s: a message sent back for retry is redelivered after a second.
 FAST_DELAYS = " ".join(["1s"] * 18)
@@ -68,11 +67,4 @@ def create_topic(servers: Servers, topic: str, queues: int = 4) -> None:
         servers.namesrv_addr,
         lambda admin: admin.create_or_update_topic(config, broker_addr=servers.broker_addr),
     )
-    wait_for(lambda: _routed(servers, topic), 30, f"the route of {topic}")
-
-
-def _routed(servers: Servers, topic: str) -> bool:
-    try:
-        return bool(admin_run(servers.namesrv_addr, lambda admin: admin.topic_route(topic)).queue_datas)
-    except AdminError:
-        return False
+    wait_for(lambda: routed(servers.namesrv_addr, topic), 30, f"the route of {topic}")
